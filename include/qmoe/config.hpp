@@ -1,0 +1,66 @@
+#pragma once
+// The shape and behaviour of one MoE layer: experts, routing, activation, bias.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qmoe {
+
+enum class Activation : uint8_t {
+  silu,                    // silu(gate) * up
+  gelu,                    // gelu_erf(gate) * up
+  gelu_tanh,               // gelu_tanh(gate) * up
+  swigluoai,               // interleaved [g0,u0,g1,u1,..]: (clamp(u)+1) * g' * sigmoid(alpha g')
+  swigluoai_uninterleave,  // same math on de-interleaved halves: g' sigmoid(alpha g') (u' + beta)
+  silu_no_mul,             // silu(x)
+  gelu_no_mul,             // gelu_erf(x)
+  gelu_tanh_no_mul,        // gelu_tanh(x)
+  relu2_no_mul,            // relu(x)^2
+};
+
+bool is_gated(Activation a);
+std::string_view name(Activation a);
+// Accepts the names above plus common aliases ("gelu_pytorch_tanh", "swiglu"). Throws Error.
+Activation parse_activation(std::string_view s);
+
+// Parameters of the clamped SwiGLU variants (gpt-oss: alpha 1.702, limit 7, beta 1 built in).
+struct ActivationParams {
+  float alpha = 1.702f;
+  float limit = 7.0f;
+  float beta = 1.0f;  // only swigluoai_uninterleave reads it
+};
+
+enum class Scoring : uint8_t { softmax, sigmoid };
+std::string_view name(Scoring s);
+
+struct RoutingConfig {
+  Scoring scoring = Scoring::softmax;
+  int top_k = 2;
+  bool renormalize = true;
+  float routed_scaling_factor = 1.0f;
+  int n_group = 0;     // grouped top-k (DeepSeek): number of groups; 0 = no grouping
+  int topk_group = 0;  // groups kept
+  std::vector<float> correction_bias;  // [E], added to scores for selection only; empty = none
+};
+
+struct MoEConfig {
+  int64_t num_experts = 0;
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I (per shard)
+  RoutingConfig routing;
+  Activation activation = Activation::silu;
+  ActivationParams activation_params;
+  bool apply_router_weight_on_input = false;  // requires top_k == 1
+  bool w13_bias = false;
+  bool w2_bias = false;
+
+  int top_k() const { return routing.top_k; }
+  int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }
+};
+
+// Throws Error naming the first inconsistent field (top-k > E, groups not dividing E, ...).
+void validate(const MoEConfig& config);
+
+}  // namespace qmoe

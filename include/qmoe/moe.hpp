@@ -1,0 +1,46 @@
+#pragma once
+// The user-facing MoE layer: canonical experts + config + a backend, ready to run forwards.
+#include <memory>
+#include <string>
+
+#include "qmoe/config.hpp"
+#include "qmoe/quant.hpp"
+#include "qmoe/tensor.hpp"
+
+namespace qmoe {
+
+class Backend;
+class PreparedExperts;
+
+class MoE {
+ public:
+  // `backend` is a backend name ("emulation", "cpu", "cuda-mma", ...) or "auto" for the oracle's
+  // choice on `device`. Weights are converted once, here, into the backend's layout.
+  MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend = "auto",
+      Device device = {});
+  ~MoE();
+  MoE(MoE&&) noexcept;
+  MoE& operator=(MoE&&) noexcept;
+
+  const MoEConfig& config() const { return config_; }
+  std::string_view backend_name() const;
+
+  // hidden [M, H] (f32/f16/bf16), router_logits [M, E] (f32) -> out [M, H] (dtype of hidden).
+  // `stream` is a cudaStream_t for CUDA backends, ignored on the CPU.
+  void forward(TensorView hidden, TensorView router_logits, TensorView out,
+               void* stream = nullptr) const;
+
+  // Same, with routing already done: topk_weights f32 [M, k], topk_ids i32 [M, k].
+  void forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
+                      TensorView out, void* stream = nullptr) const;
+
+ private:
+  int64_t check_hidden_and_out(const TensorView& hidden, const TensorView& out) const;
+
+  MoEConfig config_;
+  Device device_;
+  const Backend* backend_ = nullptr;
+  std::unique_ptr<PreparedExperts> prepared_;
+};
+
+}  // namespace qmoe

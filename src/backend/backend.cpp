@@ -1,0 +1,30 @@
+#include "backend/backend.hpp"
+
+#include <vector>
+
+#include "core/check.hpp"
+#include "route/topk.hpp"
+
+namespace qmoe {
+
+void Backend::route(const MoEConfig& config, TensorView router_logits, TensorView topk_weights,
+                    TensorView topk_ids, void* /*stream*/) const {
+  check(router_logits.device().kind == DeviceKind::cpu,
+        "backend '{}' routes on the host but router_logits is on {}", name(),
+        to_string(router_logits.device()));
+  route_topk(config.routing, router_logits.data_as<const float>(), router_logits.dim(0),
+             router_logits.dim(1), topk_weights.data_as<float>(), topk_ids.data_as<int32_t>());
+}
+
+void Backend::forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
+                      TensorView router_logits, TensorView out, void* stream) const {
+  const int64_t M = hidden.dim(0), k = config.top_k();
+  std::vector<float> weights(static_cast<size_t>(M * k));
+  std::vector<int32_t> ids(static_cast<size_t>(M * k));
+  TensorView weights_view(weights.data(), DType::f32, {M, k});
+  TensorView ids_view(ids.data(), DType::i32, {M, k});
+  route(config, router_logits, weights_view, ids_view, stream);
+  run(prepared, config, RoutedBatch{hidden, weights_view, ids_view, out, stream});
+}
+
+}  // namespace qmoe

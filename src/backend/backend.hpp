@@ -1,0 +1,52 @@
+#pragma once
+// The contract every backend implements: convert canonical weights once (prepare), then run
+// forwards on routed tokens. Backends never see checkpoint formats; the oracle never sees a
+// backend's internals.
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "qmoe/config.hpp"
+#include "qmoe/quant.hpp"
+#include "qmoe/tensor.hpp"
+
+namespace qmoe {
+
+// Backend-owned weight layout on the backend's device.
+class PreparedExperts {
+ public:
+  virtual ~PreparedExperts() = default;
+};
+
+struct RoutedBatch {
+  TensorView hidden;        // [M, H]
+  TensorView topk_weights;  // f32 [M, k]
+  TensorView topk_ids;      // i32 [M, k], global expert ids
+  TensorView out;           // [M, H], dtype of hidden
+  void* stream = nullptr;   // cudaStream_t for CUDA backends
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts,
+                                                   const MoEConfig& config,
+                                                   Device device) const = 0;
+  // Top-k routing on the backend's device. The default runs the CPU reference on host tensors.
+  virtual void route(const MoEConfig& config, TensorView router_logits, TensorView topk_weights,
+                     TensorView topk_ids, void* stream) const;
+  virtual void run(const PreparedExperts& prepared, const MoEConfig& config,
+                   const RoutedBatch& batch) const = 0;
+  // route + run. The default keeps the top-k on the host; device backends override it to use
+  // workspace prepared with the weights.
+  virtual void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
+                       TensorView router_logits, TensorView out, void* stream) const;
+};
+
+// Every backend compiled into this build, in no particular order.
+const std::vector<const Backend*>& built_backends();
+// nullptr when no backend of that name is built.
+const Backend* find_backend(std::string_view name);
+
+}  // namespace qmoe

@@ -1,0 +1,84 @@
+#include "backend/emulation/dense_forward.hpp"
+
+#include <vector>
+
+#include "act/activation.hpp"
+#include "core/convert.hpp"
+
+namespace qmoe {
+
+namespace {
+
+Buffer dequantize_weight(const QuantizedWeight& q) {
+  Buffer w(DType::f32, {q.E, q.N, q.K});
+  float* out = w.data_as<float>();
+  for (int64_t e = 0; e < q.E; ++e)
+    for (int64_t n = 0; n < q.N; ++n)
+      for (int64_t k = 0; k < q.K; ++k) *out++ = q.dequant(e, n, k);
+  return w;
+}
+
+// y[n] = sum_k W[n, k] x[k] (+ b[n]), W row-major [N, K].
+template <class Acc>
+void matvec(const float* W, const float* b, const Acc* x, int64_t N, int64_t K, Acc* y) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = W + n * K;
+    Acc sum = b ? Acc(b[n]) : Acc(0);
+    for (int64_t k = 0; k < K; ++k) sum += Acc(row[k]) * x[k];
+    y[n] = sum;
+  }
+}
+
+}  // namespace
+
+DequantizedExperts dequantize(const QuantizedExperts& experts) {
+  DequantizedExperts d;
+  d.E = experts.num_experts();
+  d.H = experts.hidden();
+  d.I = experts.intermediate();
+  d.w13_rows = experts.w13().N;
+  d.w13 = dequantize_weight(experts.w13());
+  d.w2 = dequantize_weight(experts.w2());
+  if (experts.w13().has_bias()) d.b13 = experts.w13().bias.clone();
+  if (experts.w2().has_bias()) d.b2 = experts.w2().bias.clone();
+  return d;
+}
+
+template <class Acc>
+void dense_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
+                       const RoutedBatch& batch) {
+  const int64_t M = batch.hidden.dim(0), H = w.H, I = w.I, k = batch.topk_ids.dim(1);
+  const float* weights = batch.topk_weights.data_as<const float>();
+  const int32_t* ids = batch.topk_ids.data_as<const int32_t>();
+  std::vector<Acc> x(H), h(w.w13_rows), a(I), y(H), sum(H);
+  for (int64_t m = 0; m < M; ++m) {
+    std::fill(sum.begin(), sum.end(), Acc(0));
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[m * k + j];
+      check(e >= 0 && e < w.E, "topk_ids[{}, {}] = {} is not an expert id (0..{})", m, j, e,
+            w.E - 1);
+      const Acc weight = Acc(weights[m * k + j]);
+      for (int64_t c = 0; c < H; ++c) {
+        x[c] = Acc(load_as_double(batch.hidden.data(), batch.hidden.dtype(), m * H + c));
+        if (config.apply_router_weight_on_input) x[c] *= weight;
+      }
+      matvec(w.w13.data_as<float>() + e * w.w13_rows * H,
+             w.b13.empty() ? nullptr : w.b13.data_as<float>() + e * w.w13_rows, x.data(),
+             w.w13_rows, H, h.data());
+      apply_activation(config.activation, config.activation_params, h.data(), 1, I, a.data());
+      matvec(w.w2.data_as<float>() + e * H * I,
+             w.b2.empty() ? nullptr : w.b2.data_as<float>() + e * H, a.data(), H, I, y.data());
+      const Acc scale = config.apply_router_weight_on_input ? Acc(1) : weight;
+      for (int64_t c = 0; c < H; ++c) sum[c] += scale * y[c];
+    }
+    for (int64_t c = 0; c < H; ++c)
+      store_from_double(batch.out.data(), batch.out.dtype(), m * H + c, double(sum[c]));
+  }
+}
+
+template void dense_moe_forward<float>(const DequantizedExperts&, const MoEConfig&,
+                                       const RoutedBatch&);
+template void dense_moe_forward<double>(const DequantizedExperts&, const MoEConfig&,
+                                        const RoutedBatch&);
+
+}  // namespace qmoe

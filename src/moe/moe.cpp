@@ -1,0 +1,96 @@
+#include "qmoe/moe.hpp"
+
+#include "backend/backend.hpp"
+#include "core/check.hpp"
+#include "core/convert.hpp"
+
+namespace qmoe {
+
+namespace {
+
+void check_matches(const MoEConfig& c, const QuantizedExperts& x) {
+  check(x.num_experts() == c.num_experts && x.hidden() == c.hidden &&
+            x.intermediate() == c.intermediate,
+        "experts are [E={}, H={}, I={}] but the MoE config says [E={}, H={}, I={}]",
+        x.num_experts(), x.hidden(), x.intermediate(), c.num_experts, c.hidden, c.intermediate);
+  check(x.gated() == is_gated(c.activation),
+        "activation {} is {}gated but w13 has {} rows for I = {}", name(c.activation),
+        is_gated(c.activation) ? "" : "not ", x.w13().N, x.intermediate());
+  check(x.w13().has_bias() == c.w13_bias && x.w2().has_bias() == c.w2_bias,
+        "bias flags (w13 {}, w2 {}) disagree with the experts (w13 {}, w2 {})", c.w13_bias,
+        c.w2_bias, x.w13().has_bias(), x.w2().has_bias());
+}
+
+void check_tensor(const TensorView& t, const char* what, Device device, int64_t rows,
+                  int64_t cols) {
+  check(t.rank() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{} must be [{}, {}], got {}", what,
+        rows, cols, t.describe());
+  check(t.device() == device, "{} is on {} but the MoE runs on {}", what, to_string(t.device()),
+        to_string(device));
+  check(t.is_contiguous(), "{} must be contiguous (row-major), got {}", what, t.describe());
+  check(t.data() != nullptr || t.numel() == 0, "{} has no data", what);
+}
+
+const Backend* resolve(const std::string& name) {
+  check(name != "auto",
+        "automatic backend selection needs the oracle, which is not built yet; name a backend");
+  const Backend* b = find_backend(name);
+  if (!b) {
+    std::string built;
+    for (const Backend* x : built_backends()) built += fmt::format(" {}", x->name());
+    fail("backend '{}' is not built into this qmoe (built:{})", name, built);
+  }
+  return b;
+}
+
+}  // namespace
+
+MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend,
+         Device device)
+    : config_(std::move(config)), device_(device) {
+  validate(config_);
+  check_matches(config_, experts);
+  backend_ = resolve(backend);
+  prepared_ = backend_->prepare(experts, config_, device_);
+}
+
+MoE::~MoE() = default;
+MoE::MoE(MoE&&) noexcept = default;
+MoE& MoE::operator=(MoE&&) noexcept = default;
+
+std::string_view MoE::backend_name() const { return backend_->name(); }
+
+int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& out) const {
+  check(hidden.rank() == 2, "hidden must be [M, H], got {}", hidden.describe());
+  const int64_t M = hidden.dim(0);
+  check_tensor(hidden, "hidden", device_, M, config_.hidden);
+  check(is_float_activation(hidden.dtype()), "hidden must be f32, f16 or bf16, got {}",
+        name(hidden.dtype()));
+  check_tensor(out, "out", device_, M, config_.hidden);
+  check(out.dtype() == hidden.dtype(), "out must have the dtype of hidden ({}), got {}",
+        name(hidden.dtype()), name(out.dtype()));
+  return M;
+}
+
+void MoE::forward(TensorView hidden, TensorView router_logits, TensorView out, void* stream) const {
+  const int64_t M = check_hidden_and_out(hidden, out);
+  check_tensor(router_logits, "router_logits", device_, M, config_.num_experts);
+  check(router_logits.dtype() == DType::f32, "router_logits must be f32, got {}",
+        name(router_logits.dtype()));
+  if (M == 0) return;
+  backend_->forward(*prepared_, config_, hidden, router_logits, out, stream);
+}
+
+void MoE::forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
+                         TensorView out, void* stream) const {
+  const int64_t M = check_hidden_and_out(hidden, out), k = config_.top_k();
+  check_tensor(topk_weights, "topk_weights", device_, M, k);
+  check(topk_weights.dtype() == DType::f32, "topk_weights must be f32, got {}",
+        name(topk_weights.dtype()));
+  check_tensor(topk_ids, "topk_ids", device_, M, k);
+  check(topk_ids.dtype() == DType::i32, "topk_ids must be i32, got {}", name(topk_ids.dtype()));
+  if (M == 0) return;
+  backend_->run(*prepared_, config_, RoutedBatch{hidden, topk_weights, topk_ids, out, stream});
+}
+
+}  // namespace qmoe
