@@ -1,0 +1,96 @@
+#pragma once
+// Hugging Face-style model directories (config.json + *.safetensors) holding weight-only quantized
+// MoE experts, read into the canonical QuantizedExperts and written back from it.
+//
+//   auto ckpt = qmoe::Checkpoint::open("models/qwen-moe-gptq");
+//   for (int layer : ckpt.moe_layers()) {
+//     qmoe::QuantizedExperts experts = ckpt.load_layer(layer);
+//     qmoe::MoE moe(ckpt.moe_config(), experts);
+//   }
+//
+// Formats: GPTQ (v1 and v2 zero points), AWQ (gemm), compressed-tensors pack-quantized, and
+// vLLM's moe_wna16 reading of GPTQ/AWQ checkpoints. Every format quirk ends in the adapter.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qmoe/config.hpp"
+#include "qmoe/quant.hpp"
+
+namespace qmoe {
+
+enum class CheckpointFormat : uint8_t {
+  gptq,                // quant_method "gptq" (AutoGPTQ / GPTQModel / AutoRound)
+  awq,                 // quant_method "awq", version "gemm" (AutoAWQ)
+  compressed_tensors,  // quant_method "compressed-tensors", format "pack-quantized"
+  moe_wna16,           // a GPTQ or AWQ checkpoint read under vLLM's moe_wna16 rules
+};
+
+std::string_view name(CheckpointFormat f);  // "gptq", "awq", "compressed-tensors", "moe_wna16"
+CheckpointFormat parse_checkpoint_format(std::string_view s);  // throws Error listing valid names
+
+// How per-expert modules are named under `model.layers.{L}.`.
+enum class ExpertNaming : uint8_t {
+  mixtral,  // block_sparse_moe.experts.{j}.w1 (gate) / w3 (up) / w2 (down)
+  qwen,     // mlp.experts.{j}.gate_proj / up_proj / down_proj (Qwen-MoE, DeepSeek, ...)
+};
+
+struct OpenOptions {
+  // Read a GPTQ/AWQ checkpoint the way vLLM's `--quantization moe_wna16` does: GPTQ without
+  // desc_act (int4/int8, sym or asym, any group size), AWQ int4. format() then says "moe_wna16".
+  bool as_moe_wna16 = false;
+};
+
+class Checkpoint {
+ public:
+  // Reads config.json and the safetensors headers (memory-mapped; no tensor data is copied until
+  // load_layer). Throws Error naming the file and the rule on anything malformed or unsupported.
+  static Checkpoint open(const std::filesystem::path& dir, const OpenOptions& options = {});
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  const std::filesystem::path& dir() const;
+  CheckpointFormat format_kind() const;
+  std::string_view format() const { return name(format_kind()); }
+  // The experts' scheme; scheme().source_scale_dtype is the dtype the scales were stored in.
+  const QuantScheme& scheme() const;
+  // Experts, top-k, hidden, intermediate (moe_intermediate_size where present), routing,
+  // activation, and whether the expert projections carry biases.
+  const MoEConfig& moe_config() const;
+  ExpertNaming naming() const;
+  std::string_view model_type() const;  // config.json "model_type", may be empty
+  // Layers that hold quantized experts, ascending.
+  std::vector<int> moe_layers() const;
+  // One layer's experts in canonical form (validated). Throws Error for a layer without experts,
+  // a missing expert or projection, inconsistent shapes, or a quantized router (the router must
+  // stay in float).
+  QuantizedExperts load_layer(int layer) const;
+
+ private:
+  struct Impl;
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct WriteOptions {
+  CheckpointFormat format = CheckpointFormat::gptq;
+  ExpertNaming naming = ExpertNaming::qwen;
+  int gptq_version = 1;            // GPTQ qzeros hold z - 1 (v1, "gptq") or z (v2, "gptq_v2")
+  DType scale_dtype = DType::f16;  // f16, bf16 or f32; a scale that would round is an error
+  int64_t max_shard_bytes = 0;     // > 0: several files plus model.safetensors.index.json
+  std::string model_type = "qwen2_moe";
+};
+
+// Writes config.json and the safetensors file(s) for `layers` (one QuantizedExperts per MoE layer,
+// numbered 0..n-1), so that Checkpoint::open(dir).load_layer(L) returns them bit-identically.
+// Throws Error when the format cannot hold the scheme (e.g. AWQ int8 or act-order).
+void write_checkpoint(const std::filesystem::path& dir, const MoEConfig& config,
+                      std::span<const QuantizedExperts> layers, const WriteOptions& options);
+
+}  // namespace qmoe
