@@ -1,0 +1,91 @@
+#include "support/moe_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backend/emulation/dense_forward.hpp"
+#include "core/convert.hpp"
+#include "qmoe/quantize.hpp"
+#include "route/topk.hpp"
+
+namespace qmoe::test {
+
+void fill_normal(Buffer& b, std::mt19937_64& rng, double mean, double stddev) {
+  std::normal_distribution<double> normal(mean, stddev);
+  for (int64_t i = 0; i < b.numel(); ++i) store_from_double(b.data(), b.dtype(), i, normal(rng));
+}
+
+QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme, bool bias,
+                              std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(E * N * K));
+  const float spread = 1.0f / std::sqrt(static_cast<float>(K));
+  for (float& v : w) v = normal(rng) * spread;
+  std::vector<float> b;
+  if (bias) {
+    b.resize(static_cast<size_t>(E * N));
+    for (float& v : b) v = 0.1f * normal(rng);
+  }
+  std::vector<int32_t> perm;
+  if (scheme.act_order) {
+    perm.resize(static_cast<size_t>(E * K));
+    for (int64_t e = 0; e < E; ++e) {
+      auto first = perm.begin() + e * K;
+      std::iota(first, first + K, 0);
+      std::shuffle(first, first + K, rng);
+    }
+  }
+  return quantize_rtn(w, E, N, K, scheme, b, perm);
+}
+
+MoECase make_case(const CaseSpec& s) {
+  std::mt19937_64 rng(s.seed);
+  MoECase c;
+  c.config.num_experts = s.E;
+  c.config.hidden = s.H;
+  c.config.intermediate = s.I;
+  c.config.routing.top_k = s.top_k;
+  c.config.activation = s.activation;
+  c.config.apply_router_weight_on_input = s.router_weight_on_input;
+  c.config.w13_bias = s.bias;
+  c.config.w2_bias = s.bias;
+  validate(c.config);
+
+  QuantizedWeight w13 = random_weight(s.E, c.config.w13_rows(), s.H, s.scheme, s.bias, rng);
+  QuantizedWeight w2 = random_weight(s.E, s.H, s.I, s.scheme, s.bias, rng);
+  c.experts = std::make_unique<QuantizedExperts>(std::move(w13), std::move(w2));
+
+  c.hidden = Buffer(s.act_dtype, {s.M, s.H});
+  fill_normal(c.hidden, rng);
+  c.router_logits = Buffer(DType::f32, {s.M, s.E});
+  fill_normal(c.router_logits, rng);
+  c.topk_weights = Buffer(DType::f32, {s.M, s.top_k});
+  c.topk_ids = Buffer(DType::i32, {s.M, s.top_k});
+  route_topk(c.config.routing, c.router_logits.data_as<float>(), s.M, s.E,
+             c.topk_weights.data_as<float>(), c.topk_ids.data_as<int32_t>());
+
+  c.reference = Buffer(DType::f64, {s.M, s.H});
+  const DequantizedExperts dense = dequantize(*c.experts);
+  dense_moe_forward<double>(
+      dense, c.config,
+      RoutedBatch{c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), c.reference.view()});
+  return c;
+}
+
+double relative_error(const Buffer& out, const Buffer& reference) {
+  check(out.numel() == reference.numel(), "relative_error: {} vs {} elements", out.numel(),
+        reference.numel());
+  double diff = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double r = load_as_double(reference.data(), reference.dtype(), i);
+    const double d = load_as_double(out.data(), out.dtype(), i) - r;
+    diff += d * d;
+    norm += r * r;
+  }
+  if (!std::isfinite(diff)) return INFINITY;
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace qmoe::test
