@@ -70,6 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
                               .I = 32,
                               .M = 4,
                               .top_k = 1,
+                              .scheme = int4_g(32),
                               .activation = Activation::relu2_no_mul,
                               .router_weight_on_input = true}},
                     Scenario{"mxfp4_swigluoai",
