@@ -1,4 +1,4 @@
-#include "support/moe_case.hpp"
+#include "sample/random_moe.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "qmoe/quantize.hpp"
 #include "route/topk.hpp"
 
-namespace qmoe::test {
+namespace qmoe::sample {
 
 void fill_normal(Buffer& b, std::mt19937_64& rng, double mean, double stddev) {
   std::normal_distribution<double> normal(mean, stddev);
@@ -88,4 +88,4 @@ double relative_error(const Buffer& out, const Buffer& reference) {
   return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-}  // namespace qmoe::test
+}  // namespace qmoe::sample
