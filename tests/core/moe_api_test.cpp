@@ -1,0 +1,78 @@
+// The public MoE object: inputs that do not fit the layer are refused with a message that says
+// which tensor, what was expected and what was given.
+#include <gtest/gtest.h>
+
+#include "qmoe/error.hpp"
+#include "qmoe/moe.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+class MoEApi : public testing::Test {
+ protected:
+  test::MoECase c = test::make_case({.E = 6,
+                                     .H = 64,
+                                     .I = 32,
+                                     .M = 3,
+                                     .top_k = 2,
+                                     .scheme = QuantScheme{.bits = 4, .group_size = 32}});
+  MoE moe{c.config, *c.experts, "emulation"};
+};
+
+TEST_F(MoEApi, RefusesWrongShapesDtypesAndDevices) {
+  Buffer out(DType::f32, {3, 64});
+  Buffer short_out(DType::f32, {3, 63});
+  expect_error([&] { moe.forward(c.hidden.view(), c.router_logits.view(), short_out.view()); },
+               "out must be [3, 64], got f32[3, 63] (cpu)");
+  Buffer bf16_out(DType::bf16, {3, 64});
+  expect_error([&] { moe.forward(c.hidden.view(), c.router_logits.view(), bf16_out.view()); },
+               "out must have the dtype of hidden (f32), got bf16");
+  Buffer logits(DType::f32, {3, 5});
+  expect_error([&] { moe.forward(c.hidden.view(), logits.view(), out.view()); },
+               "router_logits must be [3, 6]");
+  Buffer int_hidden(DType::i32, {3, 64});
+  expect_error([&] { moe.forward(int_hidden.view(), c.router_logits.view(), out.view()); },
+               "hidden must be f32, f16 or bf16, got i32");
+  TensorView on_gpu(c.hidden.data(), DType::f32, {3, 64}, Device{DeviceKind::cuda, 0});
+  expect_error([&] { moe.forward(on_gpu, c.router_logits.view(), out.view()); },
+               "hidden is on cuda:0 but the MoE runs on cpu");
+  Buffer ids(DType::i32, {3, 2});
+  ids.data_as<int32_t>()[3] = 6;
+  expect_error(
+      [&] { moe.forward_routed(c.hidden.view(), c.topk_weights.view(), ids.view(), out.view()); },
+      "topk_ids[1, 1] = 6 is not an expert id (0..5)");
+}
+
+TEST_F(MoEApi, RefusesExpertsThatDisagreeWithTheConfig) {
+  MoEConfig wrong = c.config;
+  wrong.intermediate = 16;
+  expect_error([&] { MoE(wrong, *c.experts, "emulation"); }, "experts are [E=6, H=64, I=32]");
+  wrong = c.config;
+  wrong.activation = Activation::silu_no_mul;
+  expect_error([&] { MoE(wrong, *c.experts, "emulation"); }, "activation silu_no_mul is not gated");
+  wrong = c.config;
+  wrong.w2_bias = true;
+  expect_error([&] { MoE(wrong, *c.experts, "emulation"); }, "bias flags");
+  expect_error([&] { MoE(c.config, *c.experts, "no-such-backend"); },
+               "backend 'no-such-backend' is not built into this qmoe (built: emulation");
+}
+
+TEST_F(MoEApi, RoutedAndUnroutedForwardsAgree) {
+  Buffer a(DType::f32, {3, 64}), b(DType::f32, {3, 64});
+  moe.forward(c.hidden.view(), c.router_logits.view(), a.view());
+  moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), b.view());
+  EXPECT_EQ(test::relative_error(a, b.clone()), 0.0);
+}
+
+}  // namespace
+}  // namespace qmoe
