@@ -1,0 +1,96 @@
+// Upstream bugs (shared/spec/vllm-wna16-moe.md section 8) that concern the reference path, as
+// named cases. Bounds as in emulation_test.cpp: f32 accumulation, normalized error below 1e-5.
+#include <gtest/gtest.h>
+
+#include "qmoe/error.hpp"
+#include "qmoe/moe.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+double emulation_error(const test::CaseSpec& spec) {
+  test::MoECase c = test::make_case(spec);
+  MoE moe(c.config, *c.experts, "emulation");
+  Buffer out(spec.act_dtype, {spec.M, spec.H});
+  moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), out.view());
+  return test::relative_error(out, c.reference);
+}
+
+// #2: the int8 quant config once used w1's bias for w2. Distinct random b13 and b2 per expert.
+TEST(UpstreamRegression, Int8LayerUsesW2BiasForW2) {
+  EXPECT_LT(emulation_error({.E = 4,
+                             .H = 64,
+                             .I = 48,
+                             .M = 5,
+                             .top_k = 2,
+                             .scheme = QuantScheme{.bits = 8, .group_size = 16},
+                             .bias = true}),
+            1e-5);
+}
+
+// #12: emulation baked zero points in and an assert on zeros crashed for asymmetric input.
+TEST(UpstreamRegression, EmulationPreparesAsymmetricWeights) {
+  EXPECT_LT(
+      emulation_error(
+          {.E = 3,
+           .H = 64,
+           .I = 64,
+           .M = 4,
+           .top_k = 1,
+           .scheme = QuantScheme{.bits = 4, .zero_point = ZeroPoint::explicit_, .group_size = 32}}),
+      1e-5);
+}
+
+// #10: int8 with a group size (not channelwise) was refused upstream.
+TEST(UpstreamRegression, Int8WithGroup128Runs) {
+  EXPECT_LT(emulation_error({.E = 5,
+                             .H = 256,
+                             .I = 128,
+                             .M = 3,
+                             .top_k = 2,
+                             .scheme = QuantScheme{.bits = 8, .group_size = 128}}),
+            1e-5);
+}
+
+// #21: router weights on the input with k > 1 would scale before a non-linearity; refuse it.
+TEST(UpstreamRegression, RouterWeightOnInputNeedsTopKOne) {
+  EXPECT_THROW(test::make_case({.E = 4,
+                                .H = 64,
+                                .I = 32,
+                                .M = 2,
+                                .top_k = 2,
+                                .scheme = QuantScheme{.bits = 4, .group_size = 32},
+                                .router_weight_on_input = true}),
+               Error);
+}
+
+// #21, the k = 1 case: weight on the input of a linear-in-x layer equals weight on the output
+// when the activation is positively homogeneous of degree 2 (relu^2): act(w x) = w^2 act(x).
+TEST(UpstreamRegression, RouterWeightOnInputAppliedOnceNotTwice) {
+  test::MoECase c = test::make_case({.E = 4,
+                                     .H = 64,
+                                     .I = 32,
+                                     .M = 6,
+                                     .top_k = 1,
+                                     .scheme = QuantScheme{.bits = 4, .group_size = 32},
+                                     .activation = Activation::relu2_no_mul,
+                                     .router_weight_on_input = true});
+  MoE on_input(c.config, *c.experts, "emulation");
+  MoEConfig output_config = c.config;
+  output_config.apply_router_weight_on_input = false;
+  MoE on_output(output_config, *c.experts, "emulation");
+  Buffer a(DType::f32, {6, 64}), b(DType::f32, {6, 64});
+  on_input.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), a.view());
+  // w x through relu^2 gives w^2 relu^2(W x); on the output side that is weight w^2.
+  Buffer squared(DType::f32, {6, 1});
+  for (int m = 0; m < 6; ++m) {
+    const float w = c.topk_weights.data_as<float>()[m];
+    squared.data_as<float>()[m] = w * w;
+  }
+  on_output.forward_routed(c.hidden.view(), squared.view(), c.topk_ids.view(), b.view());
+  EXPECT_LT(test::relative_error(a, b), 1e-5);
+}
+
+}  // namespace
+}  // namespace qmoe
