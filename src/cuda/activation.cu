@@ -1,0 +1,150 @@
+#include <cstdint>
+
+#include "cuda/activation.hpp"
+#include "cuda/half_types.cuh"
+
+namespace qmoe {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+}
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float sqrt_2_over_pi = 0.79788456080286535588f;
+  return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+}
+// gpt-oss / MiniMax clamped SwiGLU: gate clamped above only, up both ways.
+__device__ __forceinline__ float swiglu_clamped(float gate, float up, float alpha, float limit,
+                                                float beta) {
+  const float g = fminf(gate, limit);
+  const float u = fminf(fmaxf(up, -limit), limit);
+  return g / (1.0f + expf(-alpha * g)) * (u + beta);
+}
+
+template <Activation A>
+__device__ __forceinline__ float gated(float gate, float up, const ActivationParams& p) {
+  if constexpr (A == Activation::silu) return silu(gate) * up;
+  if constexpr (A == Activation::gelu) return gelu_erf(gate) * up;
+  if constexpr (A == Activation::gelu_tanh) return gelu_tanh(gate) * up;
+  if constexpr (A == Activation::swigluoai) return swiglu_clamped(gate, up, p.alpha, p.limit, 1.0f);
+  if constexpr (A == Activation::swigluoai_uninterleave)
+    return swiglu_clamped(gate, up, p.alpha, p.limit, p.beta);
+  return 0.0f;
+}
+
+template <Activation A>
+__device__ __forceinline__ float single(float x) {
+  if constexpr (A == Activation::silu_no_mul) return silu(x);
+  if constexpr (A == Activation::gelu_no_mul) return gelu_erf(x);
+  if constexpr (A == Activation::gelu_tanh_no_mul) return gelu_tanh(x);
+  if constexpr (A == Activation::relu2_no_mul) return x > 0.0f ? x * x : 0.0f;
+  return 0.0f;
+}
+
+__host__ __device__ constexpr bool gated_kind(Activation a) {
+  return a == Activation::silu || a == Activation::gelu || a == Activation::gelu_tanh ||
+         a == Activation::swigluoai || a == Activation::swigluoai_uninterleave;
+}
+
+// Block b covers row b / chunks, outputs [c*kThreads*N, (c+1)*kThreads*N) of it, N per thread.
+// Gated halves: gate = in[j], up = in[I + j]; swigluoai interleaves them: in[2j], in[2j + 1].
+template <class T, Activation A, int N>
+__global__ void __launch_bounds__(kThreads)
+    activation_kernel(ActivationParams p, const T* __restrict__ in, int64_t in_stride,
+                      T* __restrict__ out, int64_t out_stride, int64_t I, int64_t chunks,
+                      const int32_t* __restrict__ rows_limit) {
+  const int64_t row = blockIdx.x / chunks;
+  if (rows_limit && row >= *rows_limit) return;
+  const int64_t j = ((blockIdx.x % chunks) * kThreads + threadIdx.x) * N;
+  if (j >= I) return;
+  const T* x = in + row * in_stride;
+  float result[N];
+  if constexpr (A == Activation::swigluoai) {
+    float pairs[2 * N];  // two N-wide loads: the row start is only N-element aligned
+    cuda::load_f32<T, N>(x + 2 * j, pairs);
+    cuda::load_f32<T, N>(x + 2 * j + N, pairs + N);
+#pragma unroll
+    for (int i = 0; i < N; ++i) result[i] = gated<A>(pairs[2 * i], pairs[2 * i + 1], p);
+  } else if constexpr (gated_kind(A)) {
+    float gate[N], up[N];
+    cuda::load_f32<T, N>(x + j, gate);
+    cuda::load_f32<T, N>(x + I + j, up);
+#pragma unroll
+    for (int i = 0; i < N; ++i) result[i] = gated<A>(gate[i], up[i], p);
+  } else {
+    float v[N];
+    cuda::load_f32<T, N>(x + j, v);
+#pragma unroll
+    for (int i = 0; i < N; ++i) result[i] = single<A>(v[i]);
+  }
+  cuda::store_f32<T, N>(out + row * out_stride + j, result);
+}
+
+template <class T, Activation A>
+cudaError_t launch(const ActivationParams& p, const void* in, int64_t in_stride, void* out,
+                   int64_t out_stride, int64_t rows, int64_t I, const int32_t* rows_limit,
+                   cudaStream_t stream) {
+  const T* x = static_cast<const T*>(in);
+  T* y = static_cast<T*>(out);
+  // 16-byte accesses when every row start stays aligned; the scalar path covers odd I.
+  constexpr int kVec = 8;
+  const bool vec = I % kVec == 0 && cuda::vector_aligned<T, kVec>(x, in_stride) &&
+                   cuda::vector_aligned<T, kVec>(y, out_stride);
+  const int n = vec ? kVec : 1;
+  const int64_t chunks = (I + int64_t(kThreads) * n - 1) / (int64_t(kThreads) * n);
+  const int64_t blocks = rows * chunks;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  if (vec)
+    activation_kernel<T, A, kVec><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, x, in_stride, y, out_stride, I, chunks, rows_limit);
+  else
+    activation_kernel<T, A, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, x, in_stride, y, out_stride, I, chunks, rows_limit);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t dispatch(Activation a, const ActivationParams& p, const void* in, int64_t in_stride,
+                     void* out, int64_t out_stride, int64_t rows, int64_t I,
+                     const int32_t* rows_limit, cudaStream_t stream) {
+  switch (a) {
+#define QMOE_ACTIVATION_CASE(name)                                                             \
+  case Activation::name:                                                                       \
+    return launch<T, Activation::name>(p, in, in_stride, out, out_stride, rows, I, rows_limit, \
+                                       stream);
+    QMOE_ACTIVATION_CASE(silu)
+    QMOE_ACTIVATION_CASE(gelu)
+    QMOE_ACTIVATION_CASE(gelu_tanh)
+    QMOE_ACTIVATION_CASE(swigluoai)
+    QMOE_ACTIVATION_CASE(swigluoai_uninterleave)
+    QMOE_ACTIVATION_CASE(silu_no_mul)
+    QMOE_ACTIVATION_CASE(gelu_no_mul)
+    QMOE_ACTIVATION_CASE(gelu_tanh_no_mul)
+    QMOE_ACTIVATION_CASE(relu2_no_mul)
+#undef QMOE_ACTIVATION_CASE
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t activation_cuda(Activation activation, const ActivationParams& params, DType dtype,
+                            const void* in, int64_t in_row_stride, void* out,
+                            int64_t out_row_stride, int64_t rows, int64_t I,
+                            const int32_t* rows_limit_dev, cudaStream_t stream) {
+  if (rows < 0 || I < 0) return cudaErrorInvalidValue;
+  if (rows == 0 || I == 0) return cudaSuccess;
+  if (dtype == DType::bf16)
+    return dispatch<__nv_bfloat16>(activation, params, in, in_row_stride, out, out_row_stride, rows,
+                                   I, rows_limit_dev, stream);
+  if (dtype == DType::f16)
+    return dispatch<__half>(activation, params, in, in_row_stride, out, out_row_stride, rows, I,
+                            rows_limit_dev, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace qmoe

@@ -1,0 +1,184 @@
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/routing.hpp"
+#include "cuda/warp_reduce.cuh"
+
+namespace qmoe {
+
+namespace {
+
+using cuda::Candidate;
+using cuda::kFullWarp;
+
+constexpr int kWarpsPerBlock = 4;
+
+// Group scores as the CPU reference defines them: the max of each group's selection scores, or,
+// with a correction bias, the sum of its top two (ties count twice). choice_sh holds this warp's
+// [E] selection scores; each lane scores groups lane, lane + 32, ...
+__device__ void score_groups(const float* choice_sh, int n_group, int per_group, bool top2,
+                             float* group_score_sh) {
+  for (int g = threadIdx.x % 32; g < n_group; g += 32) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float v = choice_sh[e];
+      if (v > first) {
+        second = first;
+        first = v;
+      } else if (v > second) {
+        second = v;
+      }
+    }
+    group_score_sh[g] = top2 ? first + second : first;
+  }
+}
+
+// Marks the topk_group best groups (ties: lower group id) in kept_sh, by rounds of warp arg-max.
+__device__ void keep_best_groups(const float* group_score_sh, int n_group, int topk_group,
+                                 int* kept_sh) {
+  const int lane = threadIdx.x % 32;
+  for (int g = lane; g < n_group; g += 32) kept_sh[g] = 0;
+  __syncwarp();
+  for (int round = 0; round < topk_group; ++round) {
+    Candidate best{-INFINITY, INT32_MAX, 0.0f};
+    for (int g = lane; g < n_group; g += 32) {
+      const Candidate c{group_score_sh[g], g, 0.0f};
+      if (!kept_sh[g] && cuda::beats(c, best)) best = c;
+    }
+    best = cuda::warp_argmax(best);
+    __syncwarp();
+    if (lane == 0) kept_sh[best.index] = 1;
+    __syncwarp();
+  }
+}
+
+// One warp per token. Lane l holds experts e = i*32 + l for i < V (V*32 >= E), so the loads of a
+// logits row are coalesced. Selection is k rounds of warp arg-max with a taken-bit per value.
+template <int V>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    route_topk_kernel(RoutingParams p, const float* __restrict__ logits, int64_t row_stride,
+                      int64_t M, int E, float* __restrict__ topk_weights,
+                      int32_t* __restrict__ topk_ids) {
+  extern __shared__ float group_sh[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (m >= M) return;  // uniform per warp
+  const float* row = logits + m * row_stride;
+
+  float score[V], choice[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int e = i * 32 + lane;
+    score[i] = e < E ? row[e] : -INFINITY;
+  }
+  if (p.scoring == Scoring::softmax) {
+    float peak = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < V; ++i) peak = fmaxf(peak, score[i]);
+    peak = cuda::warp_max(peak);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      score[i] = i * 32 + lane < E ? expf(score[i] - peak) : 0.0f;
+      sum += score[i];
+    }
+    sum = cuda::warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < V; ++i) score[i] /= sum;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) score[i] = 1.0f / (1.0f + expf(-score[i]));
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int e = i * 32 + lane;
+    choice[i] = e < E ? score[i] + (p.correction_bias ? p.correction_bias[e] : 0.0f) : -INFINITY;
+  }
+
+  if (p.n_group > 0) {
+    // Per-warp shared slices: [E] selection scores, [n_group] group scores, [n_group] kept flags.
+    float* choice_sh = group_sh + warp * (E + 2 * p.n_group);
+    float* group_score_sh = choice_sh + E;
+    int* kept_sh = reinterpret_cast<int*>(group_score_sh + p.n_group);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (i * 32 + lane < E) choice_sh[i * 32 + lane] = choice[i];
+    __syncwarp();
+    const int per_group = E / p.n_group;
+    score_groups(choice_sh, p.n_group, per_group, p.correction_bias != nullptr, group_score_sh);
+    __syncwarp();
+    keep_best_groups(group_score_sh, p.n_group, p.topk_group, kept_sh);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int e = i * 32 + lane;
+      if (e < E && !kept_sh[e / per_group]) choice[i] = -INFINITY;
+    }
+  }
+
+  uint32_t taken = 0;
+  float slot_weight = 0.0f;  // lane j keeps slot j
+  int slot_id = 0;
+  for (int j = 0; j < p.top_k; ++j) {
+    Candidate best{-INFINITY, INT32_MAX, 0.0f};
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const Candidate c{choice[i], i * 32 + lane, score[i]};
+      if (c.index < E && !((taken >> i) & 1u) && cuda::beats(c, best)) best = c;
+    }
+    best = cuda::warp_argmax(best);
+    if (best.index % 32 == lane) taken |= 1u << (best.index / 32);
+    if (lane == j) {
+      slot_weight = best.payload;
+      slot_id = best.index;
+    }
+  }
+  // The sum runs in slot order, as on the CPU, so renormalized weights agree bit for bit when
+  // the scores do.
+  float sum = 0.0f;
+  for (int j = 0; j < p.top_k; ++j) sum += __shfl_sync(kFullWarp, slot_weight, j);
+  if (lane < p.top_k) {
+    float w = slot_weight;
+    if (p.renormalize) w /= sum;
+    w *= p.routed_scaling_factor;
+    topk_weights[m * p.top_k + lane] = w;
+    topk_ids[m * p.top_k + lane] = slot_id;
+  }
+}
+
+template <int V>
+cudaError_t launch_route(const RoutingParams& p, const float* logits, int64_t row_stride, int64_t M,
+                         int E, float* topk_weights, int32_t* topk_ids, cudaStream_t stream) {
+  const size_t shared =
+      p.n_group > 0 ? sizeof(float) * kWarpsPerBlock * (E + 2 * size_t(p.n_group)) : 0;
+  const auto blocks = static_cast<unsigned>((M + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  route_topk_kernel<V><<<blocks, kWarpsPerBlock * 32, shared, stream>>>(p, logits, row_stride, M, E,
+                                                                        topk_weights, topk_ids);
+  return cudaGetLastError();
+}
+
+// The limits the kernel relies on for memory safety; validate_routing explains them to users.
+bool routing_valid(const RoutingParams& p, int64_t E) {
+  if (E < 1 || E > kMaxRoutingExperts) return false;
+  if (p.top_k < 1 || p.top_k > kMaxRoutingTopK || p.top_k > E) return false;
+  if (p.n_group < 0) return false;
+  if (p.n_group == 0) return true;
+  if (E % p.n_group != 0 || p.topk_group < 1 || p.topk_group > p.n_group) return false;
+  return p.correction_bias == nullptr || E / p.n_group >= 2;
+}
+
+}  // namespace
+
+cudaError_t route_topk_cuda(const RoutingParams& p, const float* logits, int64_t row_stride,
+                            int64_t M, int64_t E, float* topk_weights, int32_t* topk_ids,
+                            cudaStream_t stream) {
+  if (!routing_valid(p, E) || M < 0) return cudaErrorInvalidValue;
+  if (M == 0) return cudaSuccess;
+  const int e = static_cast<int>(E);
+  if (E <= 32) return launch_route<1>(p, logits, row_stride, M, e, topk_weights, topk_ids, stream);
+  if (E <= 64) return launch_route<2>(p, logits, row_stride, M, e, topk_weights, topk_ids, stream);
+  if (E <= 128) return launch_route<4>(p, logits, row_stride, M, e, topk_weights, topk_ids, stream);
+  if (E <= 256) return launch_route<8>(p, logits, row_stride, M, e, topk_weights, topk_ids, stream);
+  return launch_route<16>(p, logits, row_stride, M, e, topk_weights, topk_ids, stream);
+}
+
+}  // namespace qmoe
