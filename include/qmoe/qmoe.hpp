@@ -1,0 +1,10 @@
+#pragma once
+// Everything a user of qmoe needs: types, the canonical experts, the reference quantizer and the
+// MoE layer.
+#include "qmoe/config.hpp"
+#include "qmoe/dtype.hpp"
+#include "qmoe/error.hpp"
+#include "qmoe/moe.hpp"
+#include "qmoe/quant.hpp"
+#include "qmoe/quantize.hpp"
+#include "qmoe/tensor.hpp"
