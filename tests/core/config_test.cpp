@@ -2,6 +2,7 @@
 
 #include "qmoe/config.hpp"
 #include "qmoe/error.hpp"
+#include "support/expect_error.hpp"
 
 namespace qmoe {
 namespace {
@@ -16,12 +17,7 @@ MoEConfig valid() {
 }
 
 void expect_rejected(const MoEConfig& c, const std::string& fragment) {
-  try {
-    validate(c);
-    ADD_FAILURE() << "accepted; expected an error mentioning '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { validate(c); }, fragment);
 }
 
 TEST(MoEConfig, ValidConfigPasses) { EXPECT_NO_THROW(validate(valid())); }
@@ -66,13 +62,7 @@ TEST(Activation, NamesRoundTripAndAliasesParse) {
     EXPECT_EQ(is_gated(a), name(a).find("no_mul") == std::string_view::npos);
   }
   EXPECT_EQ(parse_activation("gelu_pytorch_tanh"), Activation::gelu_tanh);
-  try {
-    parse_activation("tanh");
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown activation 'tanh' (valid: silu"),
-              std::string::npos);
-  }
+  test::expect_error([] { parse_activation("tanh"); }, "unknown activation 'tanh' (valid: silu");
 }
 
 TEST(MoEConfig, W13RowsFollowGating) {

@@ -4,19 +4,13 @@
 
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
+#include "support/expect_error.hpp"
 #include "support/moe_case.hpp"
 
 namespace qmoe {
 namespace {
 
-void expect_error(const std::function<void()>& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 class MoEApi : public testing::Test {
  protected:

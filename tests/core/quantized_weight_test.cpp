@@ -6,6 +6,7 @@
 
 #include "qmoe/error.hpp"
 #include "qmoe/quant.hpp"
+#include "support/expect_error.hpp"
 
 namespace qmoe {
 namespace {
@@ -59,12 +60,7 @@ TEST(QuantizedWeight, ExplicitZerosAndActOrderGroups) {
 }
 
 void expect_invalid(const QuantizedWeight& w, const std::string& fragment) {
-  try {
-    w.validate("w13");
-    ADD_FAILURE() << "accepted; expected '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { w.validate("w13"); }, fragment);
 }
 
 TEST(QuantizedWeight, RefusesBrokenInvariantsWithSpecificMessages) {
@@ -128,18 +124,10 @@ QuantizedWeight zero_weight(int64_t E, int64_t N, int64_t K) {
 TEST(QuantizedExperts, ChecksThatW13AndW2Agree) {
   EXPECT_NO_THROW(QuantizedExperts(zero_weight(2, 8, 6), zero_weight(2, 6, 4)));  // gated, I=4
   EXPECT_NO_THROW(QuantizedExperts(zero_weight(2, 4, 6), zero_weight(2, 6, 4)));  // non-gated
-  try {
-    QuantizedExperts(zero_weight(3, 8, 6), zero_weight(2, 6, 4));
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "w13 has 3 experts but w2 has 2");
-  }
-  try {
-    QuantizedExperts(zero_weight(2, 8, 6), zero_weight(2, 5, 4));
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "w13's K (hidden, 6) must equal w2's N (5)");
-  }
+  test::expect_error([] { QuantizedExperts(zero_weight(3, 8, 6), zero_weight(2, 6, 4)); },
+                     "w13 has 3 experts but w2 has 2");
+  test::expect_error([] { QuantizedExperts(zero_weight(2, 8, 6), zero_weight(2, 5, 4)); },
+                     "w13's K (hidden, 6) must equal w2's N (5)");
   EXPECT_THROW(QuantizedExperts(zero_weight(2, 7, 6), zero_weight(2, 6, 4)), Error);
 }
 
