@@ -1,4 +1,5 @@
 #include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/emulation/emulation.hpp"
 
 namespace qmoe {
@@ -7,6 +8,7 @@ namespace qmoe {
 const std::vector<const Backend*>& built_backends() {
   static const std::vector<const Backend*> backends{
       &emulation_backend(),
+      &cpu_backend(),
   };
   return backends;
 }

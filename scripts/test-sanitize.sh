@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds the cpu backend's tests with AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off) in
+# build-sanitize/ and runs them for every SIMD variant this CPU has. Any report fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+cmake -S . -B build-sanitize "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQMOE_CUDA=OFF \
+  -DQMOE_WERROR=ON -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags"
+cmake --build build-sanitize --target backend_cpu_tests --parallel "$(nproc)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+build-sanitize/tests/backend_cpu/backend_cpu_tests

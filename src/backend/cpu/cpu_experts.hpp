@@ -1,0 +1,40 @@
+#pragma once
+// What `prepare` hands to `run`: both weights packed, the kernel chosen, and a workspace reused
+// by forwards (so a forward does not page in fresh memory each time).
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/packed_weight.hpp"
+#include "backend/cpu/tile_kernel.hpp"
+
+namespace qmoe::cpu {
+
+struct Workspace {
+  std::vector<int64_t> expert_begin;  // [E + 1]: rows of expert e are [begin[e], begin[e+1])
+  std::vector<int32_t> row_of_pair;   // [M * k]: row of (token m, slot j) at m * k + j
+  std::vector<int32_t> pair_of_row;   // [M * k]
+  std::vector<float> x;               // GEMM1 input rows, when hidden cannot be read in place
+  std::vector<const float*> x_rows;   // [rows]: the GEMM1 input of each row
+  std::vector<float> act;             // [rows, I]: activation output = GEMM2 input, w2's K order
+  std::vector<float> y;               // [rows, H]: GEMM2 output with bias
+};
+
+struct CpuExperts final : PreparedExperts {
+  int64_t E = 0, H = 0, I = 0;
+  bool gated = true;
+  PackedMatrix w13;  // gated: panel pair q = gate rows of j in [16q, 16q+16), then their up rows
+  PackedMatrix w2;   // panel pair q = rows [32q, 32q + 32)
+  // [E, I]: where intermediate channel j sits in w2's packed K order. Empty = identity.
+  std::vector<int32_t> w2_position;
+  TileKernel kernel{};
+
+  mutable std::mutex workspace_mutex;
+  mutable Workspace workspace;
+};
+
+// The whole forward on prepared weights (cpu_forward.cpp).
+void cpu_forward(const CpuExperts& experts, const MoEConfig& config, const RoutedBatch& batch);
+
+}  // namespace qmoe::cpu

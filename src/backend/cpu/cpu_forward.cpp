@@ -1,0 +1,221 @@
+// One MoE forward on packed weights, as four parallel loops over flat work lists:
+//   1. GEMM1 input rows: one row per (token, slot) pair, rows grouped by expert
+//   2. GEMM1 + bias + activation, items = (active expert, w13 panel pair)
+//   3. GEMM2 + bias, items = (active expert, w2 panel pair)
+//   4. weighted sum over the k slots of each token, in slot order (so results do not depend on
+//      the thread count), converted to the output dtype
+// Items are (expert, 32 output rows) rather than experts, so a decode step with 8 active
+// experts still spreads over every core, and each item streams its panels once for all the
+// expert's tokens.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "act/activation.hpp"
+#include "backend/cpu/cpu_experts.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "core/check.hpp"
+
+namespace qmoe::cpu {
+
+namespace {
+
+struct Item {
+  int32_t expert;
+  int32_t pair;  // panel pair: output rows [32 pair, 32 pair + 32) in slot order
+};
+
+float to_f32(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::f16: return to_float(static_cast<const half_t*>(base)[i]);
+    case DType::bf16: return to_float(static_cast<const bf16_t*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+void store_row(void* base, DType t, int64_t offset, const float* v, int64_t n) {
+  switch (t) {
+    case DType::f16: {
+      half_t* out = static_cast<half_t*>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = to_half(v[i]);
+      return;
+    }
+    case DType::bf16: {
+      bf16_t* out = static_cast<bf16_t*>(base) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(v[i]);
+      return;
+    }
+    default: std::memcpy(static_cast<float*>(base) + offset, v, n * sizeof(float));
+  }
+}
+
+// Counting sort of the (token, slot) pairs by expert.
+void group_by_expert(const int32_t* ids, int64_t M, int64_t k, int64_t E, Workspace& ws) {
+  const int64_t pairs = M * k;
+  ws.expert_begin.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t p = 0; p < pairs; ++p) {
+    check(ids[p] >= 0 && ids[p] < E, "topk_ids[{}, {}] = {} is not an expert id (0..{})", p / k,
+          p % k, ids[p], E - 1);
+    ++ws.expert_begin[ids[p] + 1];
+  }
+  for (int64_t e = 0; e < E; ++e) ws.expert_begin[e + 1] += ws.expert_begin[e];
+  ws.row_of_pair.resize(static_cast<size_t>(pairs));
+  ws.pair_of_row.resize(static_cast<size_t>(pairs));
+  std::vector<int64_t> next(ws.expert_begin.begin(), ws.expert_begin.end() - 1);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t row = next[ids[p]]++;
+    ws.row_of_pair[p] = static_cast<int32_t>(row);
+    ws.pair_of_row[row] = static_cast<int32_t>(p);
+  }
+}
+
+std::vector<Item> items_for(const Workspace& ws, int64_t E, int64_t pairs_per_expert) {
+  std::vector<Item> items;
+  for (int64_t e = 0; e < E; ++e) {
+    if (ws.expert_begin[e] == ws.expert_begin[e + 1]) continue;
+    for (int64_t q = 0; q < pairs_per_expert; ++q)
+      items.push_back({static_cast<int32_t>(e), static_cast<int32_t>(q)});
+  }
+  return items;
+}
+
+// Runs the tile kernel over all rows of expert `e` for panel pair `q`; `epilogue(rows, tile)`
+// consumes each [tokens, 32] tile.
+template <class Epilogue>
+void for_each_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
+                   const float* const* inputs, int64_t e, int64_t q, Epilogue&& epilogue) {
+  alignas(64) float tile[kMaxTileTokens * kTileRows];
+  PanelTile t{{w.panel(e, 2 * q), w.panel(e, 2 * q + 1)}, nullptr, 0, tile};
+  const int64_t end = ws.expert_begin[e + 1];
+  for (int64_t row = ws.expert_begin[e]; row < end; row += t.tokens) {
+    t.tokens = static_cast<int>(std::min<int64_t>(x.kernel.max_tokens, end - row));
+    t.x = inputs + row;
+    x.kernel.run(w.format, t);
+    epilogue(row, t.tokens, static_cast<const float*>(tile));
+  }
+}
+
+void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
+                    Workspace& ws) {
+  const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
+  const DType dtype = b.hidden.dtype();
+  const float* weights = b.topk_weights.data_as<const float>();
+  const bool per_pair = !x.w13.k_order.empty() || config.apply_router_weight_on_input;
+  ws.x_rows.resize(static_cast<size_t>(rows));
+  if (!per_pair && dtype == DType::f32) {
+    for (int64_t r = 0; r < rows; ++r)
+      ws.x_rows[r] = b.hidden.data_as<const float>() + ws.pair_of_row[r] / k * H;
+    return;
+  }
+  const int64_t M = b.hidden.dim(0), x_rows = per_pair ? rows : M;
+  ws.x.resize(static_cast<size_t>(x_rows * H));
+  ThreadPool::instance().parallel_for(x_rows, [&](int64_t r) {
+    const int64_t pair = per_pair ? ws.pair_of_row[r] : r * k, m = pair / k;
+    const int64_t e = b.topk_ids.data_as<const int32_t>()[pair];
+    const int32_t* order = x.w13.k_order_of(e);
+    const float scale = config.apply_router_weight_on_input ? weights[pair] : 1.0f;
+    float* dst = ws.x.data() + r * H;
+    if (!per_pair) {
+      for (int64_t c = 0; c < H; ++c) dst[c] = to_f32(b.hidden.data(), dtype, m * H + c);
+    } else {
+      for (int64_t c = 0; c < H; ++c)
+        dst[c] = scale * to_f32(b.hidden.data(), dtype, m * H + (order ? order[c] : c));
+    }
+  });
+  for (int64_t r = 0; r < rows; ++r)
+    ws.x_rows[r] = ws.x.data() + (per_pair ? r : ws.pair_of_row[r] / k) * H;
+}
+
+void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, Workspace& ws) {
+  const int64_t I = x.I, E = x.E;
+  const int64_t rows = ws.expert_begin[E];
+  ws.act.resize(static_cast<size_t>(rows * I));
+  const std::vector<Item> items = items_for(ws, E, x.w13.panels / 2);
+  const ActivationParams& params = config.activation_params;
+  const Activation kind = config.activation;
+  ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
+    const int64_t e = items[i].expert, q = items[i].pair;
+    const float* bias = x.w13.bias_of(e);
+    const int32_t* position = x.w2_position.empty() ? nullptr : x.w2_position.data() + e * I;
+    // Gated: tile columns 0..15 are the gates of outputs j = 16q + c, columns 16..31 their ups.
+    const int64_t outputs = x.gated ? kPanelRows : kTileRows;
+    const int64_t first = q * outputs, count = std::min(outputs, I - first);
+    for_each_tile(
+        x, x.w13, ws, ws.x_rows.data(), e, q, [&](int64_t row, int tokens, const float* tile) {
+          for (int t = 0; t < tokens; ++t) {
+            const float* h = tile + t * kTileRows;
+            float* out = ws.act.data() + (row + t) * I;
+            for (int64_t c = 0; c < count; ++c) {
+              const int64_t j = first + c;
+              std::array<float, 2> in{h[c], x.gated ? h[kPanelRows + c] : 0.0f};
+              if (bias) {
+                in[0] += bias[q * kTileRows + c];
+                if (x.gated) in[1] += bias[q * kTileRows + kPanelRows + c];
+              }
+              out[position ? position[j] : j] = activation_at(kind, params, in.data(), 1, 0);
+            }
+          }
+        });
+  });
+}
+
+void gemm2(const CpuExperts& x, Workspace& ws) {
+  const int64_t H = x.H, I = x.I, E = x.E;
+  const int64_t rows = ws.expert_begin[E];
+  ws.y.resize(static_cast<size_t>(rows * H));
+  std::vector<const float*> inputs(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * I;
+  const std::vector<Item> items = items_for(ws, E, x.w2.panels / 2);
+  ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
+    const int64_t e = items[i].expert, q = items[i].pair;
+    const float* bias = x.w2.bias_of(e);
+    const int64_t first = q * kTileRows, count = std::min<int64_t>(kTileRows, H - first);
+    for_each_tile(x, x.w2, ws, inputs.data(), e, q,
+                  [&](int64_t row, int tokens, const float* tile) {
+                    for (int t = 0; t < tokens; ++t) {
+                      float* out = ws.y.data() + (row + t) * H + first;
+                      const float* y = tile + t * kTileRows;
+                      for (int64_t c = 0; c < count; ++c)
+                        out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
+                    }
+                  });
+  });
+}
+
+void combine(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
+             const Workspace& ws) {
+  const int64_t H = x.H, M = b.hidden.dim(0), k = b.topk_ids.dim(1);
+  const float* weights = b.topk_weights.data_as<const float>();
+  ThreadPool::instance().parallel_for(M, [&](int64_t m) {
+    std::vector<float> sum(static_cast<size_t>(H), 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = config.apply_router_weight_on_input ? 1.0f : weights[m * k + j];
+      const float* y = ws.y.data() + ws.row_of_pair[m * k + j] * H;
+      for (int64_t c = 0; c < H; ++c) sum[c] += w * y[c];
+    }
+    store_row(b.out.data(), b.out.dtype(), m * H, sum.data(), H);
+  });
+}
+
+void forward_with(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
+                  Workspace& ws) {
+  group_by_expert(b.topk_ids.data_as<const int32_t>(), b.topk_ids.dim(0), b.topk_ids.dim(1), x.E,
+                  ws);
+  prepare_inputs(x, config, b, ws);
+  gemm1_and_activation(x, config, ws);
+  gemm2(x, ws);
+  combine(x, config, b, ws);
+}
+
+}  // namespace
+
+void cpu_forward(const CpuExperts& experts, const MoEConfig& config, const RoutedBatch& batch) {
+  check(batch.hidden.device().kind == DeviceKind::cpu,
+        "backend 'cpu' needs host tensors, hidden is on {}", to_string(batch.hidden.device()));
+  std::unique_lock lock(experts.workspace_mutex, std::try_to_lock);
+  if (lock.owns_lock()) return forward_with(experts, config, batch, experts.workspace);
+  Workspace own;  // another thread is running a forward on these weights
+  forward_with(experts, config, batch, own);
+}
+
+}  // namespace qmoe::cpu

@@ -1,0 +1,57 @@
+// AVX2 + FMA tile kernel: 16 rows are two ymm. Compiled with -mavx2 -mfma (CMakeLists.txt).
+#include <immintrin.h>
+
+#include "backend/cpu/panel_kernel.hpp"
+#include "backend/cpu/tile_kernel.hpp"
+
+namespace qmoe::cpu {
+namespace {
+
+struct Simd {
+  struct Rows {
+    __m256 v[2];
+  };
+  // 4 tokens x 2 panels x 2 ymm = 16 accumulators: the register file is full; more spills.
+  static constexpr int kMaxTokens = 4;
+
+  static Rows splat(float f) { return {{_mm256_set1_ps(f), _mm256_set1_ps(f)}}; }
+  static Rows zero() { return {{_mm256_setzero_ps(), _mm256_setzero_ps()}}; }
+  static Rows load(const float* p) { return {{_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}}; }
+  static __m256i widen8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static Rows load_u8(const uint8_t* p) {
+    return {{_mm256_cvtepi32_ps(widen8(p)), _mm256_cvtepi32_ps(widen8(p + 8))}};
+  }
+  static Rows mul(Rows a, Rows b) {
+    return {{_mm256_mul_ps(a.v[0], b.v[0]), _mm256_mul_ps(a.v[1], b.v[1])}};
+  }
+  static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
+    const __m256i mask = _mm256_set1_epi32(0x0f);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = widen8(p + 8 * h);
+      lo.v[h] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q, mask)), s.v[h], zs.v[h]);
+      hi.v[h] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4)), s.v[h], zs.v[h]);
+    }
+  }
+  static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
+    return {{_mm256_fmsub_ps(_mm256_cvtepi32_ps(widen8(p)), s.v[0], zs.v[0]),
+             _mm256_fmsub_ps(_mm256_cvtepi32_ps(widen8(p + 8)), s.v[1], zs.v[1])}};
+  }
+  static Rows fma(Rows w, float x, Rows acc) {
+    const __m256 b = _mm256_set1_ps(x);
+    return {{_mm256_fmadd_ps(w.v[0], b, acc.v[0]), _mm256_fmadd_ps(w.v[1], b, acc.v[1])}};
+  }
+  static void store(float* p, Rows r) {
+    _mm256_storeu_ps(p, r.v[0]);
+    _mm256_storeu_ps(p + 8, r.v[1]);
+  }
+};
+
+void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }
+
+}  // namespace
+
+TileKernel tile_kernel_avx2() { return {Isa::avx2, Simd::kMaxTokens, &run}; }
+
+}  // namespace qmoe::cpu

@@ -1,0 +1,60 @@
+// Plain C++ tile kernel: any CPU, and the reference the SIMD variants are tested against.
+#include "backend/cpu/panel_kernel.hpp"
+#include "backend/cpu/tile_kernel.hpp"
+
+namespace qmoe::cpu {
+namespace {
+
+struct Simd {
+  struct Rows {
+    float v[kPanelRows];
+  };
+  static constexpr int kMaxTokens = 4;
+
+  static Rows splat(float f) {
+    Rows r;
+    for (float& v : r.v) v = f;
+    return r;
+  }
+  static Rows zero() { return splat(0.0f); }
+  static Rows load(const float* p) {
+    Rows r;
+    for (int i = 0; i < kPanelRows; ++i) r.v[i] = p[i];
+    return r;
+  }
+  static Rows load_u8(const uint8_t* p) {
+    Rows r;
+    for (int i = 0; i < kPanelRows; ++i) r.v[i] = static_cast<float>(p[i]);
+    return r;
+  }
+  static Rows mul(Rows a, Rows b) {
+    for (int i = 0; i < kPanelRows; ++i) a.v[i] *= b.v[i];
+    return a;
+  }
+  static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
+    for (int i = 0; i < kPanelRows; ++i) {
+      lo.v[i] = static_cast<float>(p[i] & 0x0f) * s.v[i] - zs.v[i];
+      hi.v[i] = static_cast<float>(p[i] >> 4) * s.v[i] - zs.v[i];
+    }
+  }
+  static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
+    Rows r;
+    for (int i = 0; i < kPanelRows; ++i) r.v[i] = static_cast<float>(p[i]) * s.v[i] - zs.v[i];
+    return r;
+  }
+  static Rows fma(Rows w, float x, Rows acc) {
+    for (int i = 0; i < kPanelRows; ++i) acc.v[i] += w.v[i] * x;
+    return acc;
+  }
+  static void store(float* p, Rows r) {
+    for (int i = 0; i < kPanelRows; ++i) p[i] = r.v[i];
+  }
+};
+
+void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }
+
+}  // namespace
+
+TileKernel tile_kernel_portable() { return {Isa::portable, Simd::kMaxTokens, &run}; }
+
+}  // namespace qmoe::cpu

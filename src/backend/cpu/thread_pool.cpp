@@ -1,0 +1,128 @@
+#include "backend/cpu/thread_pool.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "core/check.hpp"
+
+namespace qmoe::cpu {
+
+namespace {
+thread_local bool inside_loop = false;
+
+// Workers spin this many times before sleeping: a decode forward is a few hundred microseconds,
+// and waking a sleeping thread costs tens of them.
+constexpr int kSpins = 20000;
+
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+int threads_from_environment() {
+  const char* s = std::getenv("QMOE_CPU_THREADS");
+  if (!s || !*s) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(s, &end, 10);
+  check(*end == '\0' && n > 0 && n <= 1024,
+        "QMOE_CPU_THREADS={} is not a thread count (valid: an integer 1..1024)", s);
+  return static_cast<int>(n);
+}
+
+ThreadPool& ThreadPool::instance() {
+  static ThreadPool pool([] {
+    const int from_env = threads_from_environment();
+    if (from_env > 0) return from_env;
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+
+ThreadPool::ThreadPool(int threads) { start(threads); }
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::resize(int threads) {
+  check(threads > 0, "thread count must be positive, got {}", threads);
+  std::lock_guard loop(loop_mutex_);
+  stop();
+  start(threads);
+}
+
+void ThreadPool::start(int threads) {
+  stopping_ = false;
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void ThreadPool::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    ++generation_;
+    published_.store(generation_, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+}
+
+void ThreadPool::drain() {
+  inside_loop = true;
+  for (int64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) {
+    try {
+      (*body_)(i);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      next_.store(n_, std::memory_order_relaxed);
+    }
+  }
+  inside_loop = false;
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    for (int spin = 0; spin < kSpins && published_.load(std::memory_order_acquire) == seen; ++spin)
+      spin_pause();
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (stopping_) return;
+    }
+    drain();
+    std::lock_guard lock(mutex_);
+    if (--busy_ == 0) done_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
+  if (n <= 0) return;
+  if (inside_loop || workers_.empty() || n == 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::lock_guard loop(loop_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    body_ = &body;
+    n_ = n;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
+    published_.store(generation_, std::memory_order_release);
+  }
+  wake_.notify_all();
+  drain();
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [&] { return busy_ == 0; });
+  body_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+}  // namespace qmoe::cpu

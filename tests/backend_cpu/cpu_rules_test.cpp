@@ -1,0 +1,123 @@
+// The cpu backend's contract beyond numbers: bad input is a clear Error, results do not depend
+// on the thread count, and the ISA override is validated.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "backend/cpu/isa.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "backend_cpu/isa_scope.hpp"
+#include "qmoe/error.hpp"
+#include "qmoe/moe.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+// Passes when f throws qmoe::Error and its message contains `part`.
+testing::AssertionResult throws_error_with(const std::function<void()>& f,
+                                           const std::string& part) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(part) != std::string::npos) return testing::AssertionSuccess();
+    return testing::AssertionFailure() << "message \"" << e.what() << "\" lacks \"" << part << '"';
+  }
+  return testing::AssertionFailure() << "no Error thrown";
+}
+
+TEST(CpuBackend, RejectsMxfp4) {
+  test::MoECase c =
+      test::make_case({.scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32}});
+  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, *c.experts, "cpu"); }, "int4/int8"));
+}
+
+TEST(CpuBackend, RejectsCudaDevice) {
+  test::MoECase c = test::make_case({});
+  EXPECT_TRUE(throws_error_with(
+      [&] {
+        MoE(c.config, *c.experts, "cpu", Device{DeviceKind::cuda, 0});
+      },
+      "runs on the CPU"));
+}
+
+TEST(CpuBackend, RejectsOdd4BitGroup) {
+  test::MoECase c = test::make_case({.H = 66, .I = 66, .scheme = QuantScheme{.group_size = 33}});
+  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, *c.experts, "cpu"); }, "odd"));
+}
+
+TEST(CpuBackend, RejectsActOrderGroupsOfUnequalSize) {
+  test::MoECase c = test::make_case(
+      {.H = 64, .I = 64, .scheme = QuantScheme{.group_size = 32, .act_order = true}});
+  const QuantizedWeight& from = c.experts->w13();
+  QuantizedWeight w13{from.scheme,
+                      from.E,
+                      from.N,
+                      from.K,
+                      from.codes.clone(),
+                      from.scales.clone(),
+                      Buffer{},
+                      from.g_idx.clone(),
+                      Buffer{}};
+  w13.g_idx.data_as<int32_t>()[0] = 1 - w13.g_idx.data_as<int32_t>()[0];  // one channel moves
+  const QuantizedWeight& w2 = c.experts->w2();
+  const QuantizedExperts moved(
+      std::move(w13), QuantizedWeight{w2.scheme, w2.E, w2.N, w2.K, w2.codes.clone(),
+                                      w2.scales.clone(), Buffer{}, w2.g_idx.clone(), Buffer{}});
+  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, moved, "cpu"); }, "exactly the group size"));
+}
+
+TEST(CpuBackend, RejectsExpertIdOutOfRange) {
+  test::MoECase c = test::make_case({.E = 4, .M = 3});
+  MoE moe(c.config, *c.experts, "cpu");
+  c.topk_ids.data_as<int32_t>()[3] = 4;
+  Buffer out(DType::f32, {3, 256});
+  EXPECT_TRUE(throws_error_with(
+      [&] {
+        moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), out.view());
+      },
+      "topk_ids[1, 1] = 4"));
+}
+
+TEST(CpuBackend, RejectsUnknownIsa) {
+  test::MoECase c = test::make_case({});
+  test::IsaScope isa("sse9");
+  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, *c.experts, "cpu"); }, "avx512, avx2"));
+}
+
+TEST(CpuBackend, SameBitsForAnyThreadCount) {
+  test::MoECase c = test::make_case({.E = 8, .H = 128, .I = 128, .M = 40, .top_k = 3});
+  MoE moe(c.config, *c.experts, "cpu");
+  cpu::ThreadPool& pool = cpu::ThreadPool::instance();
+  const int before = pool.threads();
+  auto run = [&](int threads) {
+    pool.resize(threads);
+    Buffer out(DType::f32, {40, 128});
+    moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), out.view());
+    return out;
+  };
+  const Buffer one = run(1), three = run(3);
+  pool.resize(before);
+  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.nbytes()), 0);
+}
+
+TEST(CpuThreadPool, VisitsEveryIndexOnceAndRethrows) {
+  cpu::ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(1000, [&](int64_t i) { hits[i]++; });
+  for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_THROW(pool.parallel_for(100,
+                                 [](int64_t i) {
+                                   if (i == 57) throw Error("item 57");
+                                 }),
+               Error);
+  int after = 0;
+  pool.parallel_for(10, [&](int64_t) { __atomic_add_fetch(&after, 1, __ATOMIC_RELAXED); });
+  EXPECT_EQ(after, 10);
+}
+
+}  // namespace
+}  // namespace qmoe
