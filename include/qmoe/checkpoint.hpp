@@ -67,6 +67,8 @@ class Checkpoint {
   std::string_view model_type() const;  // config.json "model_type", may be empty
   // Layers that hold quantized experts, ascending.
   std::vector<int> moe_layers() const;
+  // Bytes the layer's expert tensors occupy in the checkpoint files.
+  int64_t layer_bytes(int layer) const;
   // One layer's experts in canonical form (validated). Throws Error for a layer without experts,
   // a missing expert or projection, inconsistent shapes, or a quantized router (the router must
   // stay in float).

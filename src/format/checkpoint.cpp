@@ -1,0 +1,204 @@
+#include "qmoe/checkpoint.hpp"
+
+#include <fmt/ranges.h>
+
+#include <array>
+
+#include "core/check.hpp"
+#include "format/adapter.hpp"
+#include "format/expert_names.hpp"
+#include "format/model_config.hpp"
+#include "format/safetensors.hpp"
+
+namespace qmoe {
+
+using format::Role;
+
+namespace {
+
+constexpr std::array<std::pair<CheckpointFormat, std::string_view>, 4> kFormatNames{{
+    {CheckpointFormat::gptq, "gptq"},
+    {CheckpointFormat::awq, "awq"},
+    {CheckpointFormat::compressed_tensors, "compressed-tensors"},
+    {CheckpointFormat::moe_wna16, "moe_wna16"},
+}};
+
+// vLLM's moe_wna16 method (quantization/moe_wna16.py `is_moe_wna16_compatible`, spec §3.4)
+// takes GPTQ without desc_act at 4 or 8 bits (sym or asym, any group size) and AWQ at 4 bits.
+// Unlike vLLM, which always adds 1 to GPTQ zeros, the zero-point convention of the checkpoint's
+// format field (gptq / gptq_v2) is honoured.
+void check_moe_wna16(const format::QuantConfig& q, const std::string& config) {
+  check(q.format == CheckpointFormat::gptq || q.format == CheckpointFormat::awq,
+        "{}: moe_wna16 reads GPTQ or AWQ checkpoints, this one is {}", config, name(q.format));
+  check(!q.scheme.act_order,
+        "{}: moe_wna16 reads GPTQ only without desc_act (it has no g_idx); open it as gptq",
+        config);
+}
+
+}  // namespace
+
+std::string_view name(CheckpointFormat f) {
+  for (const auto& [value, text] : kFormatNames)
+    if (value == f) return text;
+  return "?";
+}
+
+CheckpointFormat parse_checkpoint_format(std::string_view s) {
+  std::string valid;
+  for (const auto& [value, text] : kFormatNames) {
+    if (text == s) return value;
+    valid += fmt::format("{}{}", valid.empty() ? "" : ", ", text);
+  }
+  fail("unknown checkpoint format '{}' (valid: {})", s, valid);
+}
+
+struct Checkpoint::Impl {
+  std::filesystem::path dir;
+  format::ModelConfig config;
+  format::TensorStore store;
+  format::ExpertLayout layout;
+  CheckpointFormat kind = CheckpointFormat::gptq;
+  QuantScheme scheme;
+
+  const format::FormatAdapter& adapter() const { return format::adapter_for(config.quant.format); }
+  std::vector<Role> roles() const {
+    if (is_gated(config.moe.activation)) return {Role::gate, Role::up, Role::down};
+    return {Role::up, Role::down};
+  }
+  // The scheme of one expert module, with the dtype its scales are stored in.
+  QuantScheme module_scheme(const std::string& module, int layer) const;
+  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s) const;
+  void check_router(int layer) const;
+};
+
+QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer) const {
+  const std::optional<QuantScheme> s = config.quant.scheme_for(module);
+  const std::string packed = module + "." + std::string(adapter().packed_suffix());
+  check(s.has_value(),
+        "layer {}: expert module '{}' is left unquantized by the quantization config (ignore / "
+        "modules_to_not_convert / dynamic); qmoe reads quantized experts only",
+        layer, module);
+  if (!store.find(packed)) {
+    check(store.find(module + ".weight") == nullptr,
+          "layer {}: expert module '{}' is stored unquantized ('{}.weight'); qmoe reads quantized "
+          "experts only",
+          layer, module, module);
+    fail("layer {}: expert module '{}' is missing ({} has no '{}')", layer, module, dir.string(),
+         packed);
+  }
+  QuantScheme out = *s;
+  const format::TensorInfo& scales =
+      store.at(module + "." + std::string(adapter().scales_suffix()));
+  const std::optional<DType> dtype = format::to_dtype(scales.dtype);
+  check(dtype && (*dtype == DType::f16 || *dtype == DType::bf16 || *dtype == DType::f32),
+        "tensor '{}' holds scales, so it must be F16, BF16 or F32, got {}", scales.name,
+        scales.describe());
+  out.source_scale_dtype = *dtype;
+  return out;
+}
+
+format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
+                                          const QuantScheme& s) const {
+  const std::string module = layout.expert_module(layer, expert, role);
+  const QuantScheme actual = module_scheme(module, layer);
+  check(actual == s,
+        "layer {}: module '{}' is {} but the layer's first module is {}; one layer "
+        "holds one scheme",
+        layer, module, to_string(actual), to_string(s));
+  const bool down = role == Role::down;
+  format::ProjectionSpec spec{module, down ? config.moe.hidden : config.moe.intermediate,
+                              down ? config.moe.intermediate : config.moe.hidden, s,
+                              config.quant.gptq_version};
+  return adapter().read(store, spec);
+}
+
+// A router stored quantized would be dequantized and used by a loader that trusts it; upstream
+// that gave wrong expert choices (vLLM #41426, spec §8 #13). The router must stay in float.
+void Checkpoint::Impl::check_router(int layer) const {
+  const std::string router = layout.router_module(layer);
+  for (std::string_view suffix : {"qweight", "weight_packed", "qzeros", "scales", "weight_scale"}) {
+    const std::string tensor = router + "." + std::string(suffix);
+    check(store.find(tensor) == nullptr,
+          "layer {}: the router '{}' is stored quantized ('{}'); the router must stay in float, "
+          "so qmoe refuses it rather than route with degraded logits",
+          layer, router, tensor);
+  }
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir, const OpenOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  impl->config = format::read_model_config(dir);
+  impl->kind = impl->config.quant.format;
+  if (options.as_moe_wna16) {
+    check_moe_wna16(impl->config.quant, (dir / "config.json").string());
+    impl->kind = CheckpointFormat::moe_wna16;
+  }
+  impl->store = format::TensorStore::open(dir);
+  impl->layout = format::find_experts(impl->store);
+  for (const auto& [layer, count] : impl->layout.experts_per_layer) {
+    check(count <= impl->config.moe.num_experts,
+          "{}: layer {} has tensors for expert {} but config.json says {} experts", dir.string(),
+          layer, count - 1, impl->config.moe.num_experts);
+  }
+  const int first = impl->layout.experts_per_layer.begin()->first;
+  impl->scheme =
+      impl->module_scheme(impl->layout.expert_module(first, 0, impl->roles().front()), first);
+  MoEConfig& moe = impl->config.moe;
+  moe.w13_bias = impl->store.find(impl->layout.expert_module(first, 0, impl->roles().front()) +
+                                  ".bias") != nullptr;
+  moe.w2_bias =
+      impl->store.find(impl->layout.expert_module(first, 0, Role::down) + ".bias") != nullptr;
+  return Checkpoint(std::move(impl));
+}
+
+const std::filesystem::path& Checkpoint::dir() const { return impl_->dir; }
+CheckpointFormat Checkpoint::format_kind() const { return impl_->kind; }
+const QuantScheme& Checkpoint::scheme() const { return impl_->scheme; }
+const MoEConfig& Checkpoint::moe_config() const { return impl_->config.moe; }
+ExpertNaming Checkpoint::naming() const { return impl_->layout.naming; }
+std::string_view Checkpoint::model_type() const { return impl_->config.model_type; }
+
+std::vector<int> Checkpoint::moe_layers() const {
+  std::vector<int> layers;
+  for (const auto& [layer, count] : impl_->layout.experts_per_layer) layers.push_back(layer);
+  return layers;
+}
+
+int64_t Checkpoint::layer_bytes(int layer) const {
+  const std::string prefix = impl_->layout.experts_prefix(layer);
+  int64_t bytes = 0;
+  for (auto it = impl_->store.tensors().lower_bound(prefix);
+       it != impl_->store.tensors().end() && it->first.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
+    bytes += static_cast<int64_t>(it->second.bytes.size());
+  }
+  return bytes;
+}
+
+QuantizedExperts Checkpoint::load_layer(int layer) const {
+  const Impl& m = *impl_;
+  check(m.layout.experts_per_layer.count(layer) == 1,
+        "{}: layer {} has no experts (MoE layers: {})", m.dir.string(), layer,
+        fmt::join(moe_layers(), ", "));
+  m.check_router(layer);
+  const std::vector<Role> roles = m.roles();
+  const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, 0, roles.front()), layer);
+  std::vector<std::vector<format::Projection>> w13(static_cast<size_t>(m.config.moe.num_experts));
+  std::vector<std::vector<format::Projection>> w2(w13.size());
+  for (int64_t e = 0; e < m.config.moe.num_experts; ++e) {
+    for (Role role : roles) {
+      (role == Role::down ? w2 : w13)[static_cast<size_t>(e)].push_back(m.read(layer, e, role, s));
+    }
+  }
+  const std::string what = fmt::format("layer {}", layer);
+  return QuantizedExperts(format::stack_projections(w13, s, what + " w13"),
+                          format::stack_projections(w2, s, what + " w2"));
+}
+
+}  // namespace qmoe

@@ -1,0 +1,137 @@
+// GPTQ (AutoGPTQ / GPTQModel / AutoRound "gptq" format), per projection of N outputs x K inputs,
+// pf = 32 / bits fields per int32, LSB first (spec/vllm-wna16-moe.md §3.1; AutoGPTQ
+// auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py `pack`, GPTQModel
+// gptqmodel/nn_modules/qlinear/__init__.py `pack_block`):
+//   qweight I32 [K/pf, N]  packed along K: code (n, k) is field k % pf of qweight[k / pf][n]
+//   qzeros  I32 [G, N/pf]  packed along N: zero (n, g) is field n % pf of qzeros[g][n / pf];
+//                          v1 ("gptq") stores z - 1 (read back as (field + 1) & mask, AutoGPTQ
+//                          `forward`), v2 ("gptq_v2", GPTQModel quantization/config.py) stores z
+//   scales  F16/BF16/F32 [G, N], g_idx I32 [K], bias [N] (optional)
+// Symmetric checkpoints still carry qzeros, all equal to 2^(bits-1) (auto_gptq quantizer.py
+// `zero = (maxq + 1) / 2`); the reader checks that instead of trusting the config.
+#include <fmt/format.h>
+
+#include "core/check.hpp"
+#include "format/adapter.hpp"
+#include "format/tensor_read.hpp"
+
+namespace qmoe::format {
+
+namespace {
+
+class GptqAdapter final : public FormatAdapter {
+ public:
+  std::string_view packed_suffix() const override { return "qweight"; }
+  std::string_view scales_suffix() const override { return "scales"; }
+
+  Projection read(const TensorStore& store, const ProjectionSpec& spec) const override {
+    const QuantScheme& s = spec.scheme;
+    const int pf = pack_factor(s.bits);
+    const int64_t N = spec.N, K = spec.K, G = s.groups_for(K);
+    check_group_divides(spec);
+    check(K % pf == 0 && N % pf == 0,
+          "{}: GPTQ packs {} {}-bit values per int32 along K and N, so K = {} and N = {} must be "
+          "multiples of {}",
+          spec.module, pf, s.bits, K, N, pf);
+    Projection p;
+    const TensorInfo& qweight = store.at(spec.module + ".qweight");
+    expect_tensor(qweight, {StDType::i32}, {K / pf, N});
+    p.codes = unpack_along_rows(qweight.bytes, K / pf, N, s.bits).transposed();
+
+    p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
+
+    const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
+    expect_tensor(qzeros, {StDType::i32}, {G, N / pf});
+    Matrix<uint8_t> zeros = unpack_along_cols(qzeros.bytes, G, N / pf, s.bits).transposed();
+    const int mask = s.max_code();
+    for (uint8_t& z : zeros.values) {
+      if (spec.gptq_version == 1) z = static_cast<uint8_t>((z + 1) & mask);
+    }
+    if (s.has_zero_points()) {
+      p.zeros = std::move(zeros);
+    } else {
+      for (int64_t i = 0; i < static_cast<int64_t>(zeros.values.size()); ++i) {
+        check(zeros.values[i] == s.implicit_zero(),
+              "{}.qzeros: the config says sym, so every zero point must be {} (stored as {} in "
+              "gptq v{}), but row {} group {} holds {}; is the checkpoint format (gptq vs gptq_v2) "
+              "right?",
+              spec.module, s.implicit_zero(),
+              spec.gptq_version == 1 ? s.implicit_zero() - 1 : s.implicit_zero(), spec.gptq_version,
+              i / G, i % G, zeros.values[i]);
+      }
+    }
+
+    const TensorInfo* g_idx = store.find(spec.module + ".g_idx");
+    if (s.act_order) {
+      check(g_idx != nullptr, "{}: desc_act is set but the module has no g_idx", spec.module);
+      for (int64_t g : read_ints(*g_idx, K)) {
+        check(g >= 0 && g < G, "{}.g_idx: group {} outside 0..{}", spec.module, g, G - 1);
+        p.g_idx.push_back(static_cast<int32_t>(g));
+      }
+    } else if (g_idx) {
+      const std::vector<int64_t> groups = read_ints(*g_idx, K);
+      const int64_t gs = s.group_size_for(K);
+      for (int64_t k = 0; k < K; ++k) {
+        check(groups[static_cast<size_t>(k)] == k / gs,
+              "{}.g_idx: desc_act is false, so channel {} must be in group {}, but g_idx says {}",
+              spec.module, k, k / gs, groups[static_cast<size_t>(k)]);
+      }
+    }
+    p.bias = read_bias(store, spec);
+    return p;
+  }
+
+  void write(SafetensorsWriter& out, const ProjectionSpec& spec, const Projection& p,
+             const WriteOptions& options) const override {
+    const QuantScheme& s = spec.scheme;
+    const int pf = pack_factor(s.bits);
+    const int64_t N = spec.N, K = spec.K, G = s.groups_for(K);
+    check_group_divides(spec);
+    check(K % pf == 0 && N % pf == 0, "{}: GPTQ needs K = {} and N = {} to be multiples of {}",
+          spec.module, K, N, pf);
+    out.add<uint32_t>(spec.module + ".qweight", StDType::i32, {K / pf, N},
+                      pack_along_rows(p.codes.transposed(), s.bits));
+
+    Matrix<uint8_t> stored = s.has_zero_points() ? p.zeros.transposed() : Matrix<uint8_t>(G, N);
+    const int mask = s.max_code();
+    for (uint8_t& z : stored.values) {
+      if (!s.has_zero_points()) z = static_cast<uint8_t>(s.implicit_zero());
+      // v1 keeps z - 1 within the field (a zero point of 0 becomes all ones), rather than
+      // AutoGPTQ's unmasked OR, which spills into the neighbouring fields.
+      if (options.gptq_version == 1) z = static_cast<uint8_t>((z - 1) & mask);
+    }
+    out.add<uint32_t>(spec.module + ".qzeros", StDType::i32, {G, N / pf},
+                      pack_along_cols(stored, s.bits));
+
+    add_floats(out, spec.module + ".scales", {G, N}, p.scales.transposed().values, options);
+
+    std::vector<int32_t> g_idx = p.g_idx;
+    if (!s.act_order) {
+      const int64_t gs = s.group_size_for(K);
+      for (int64_t k = 0; k < K; ++k) g_idx.push_back(static_cast<int32_t>(k / gs));
+    }
+    out.add<int32_t>(spec.module + ".g_idx", StDType::i32, {K}, g_idx);
+    add_bias(out, spec, p, options);
+  }
+
+  ordered_json quantization_config(const QuantScheme& s,
+                                   const WriteOptions& options) const override {
+    const char* format = options.gptq_version == 1 ? "gptq" : "gptq_v2";
+    return {{"quant_method", "gptq"},
+            {"bits", s.bits},
+            {"group_size", s.group_size == kChannelwise ? -1 : s.group_size},
+            {"desc_act", s.act_order},
+            {"sym", !s.has_zero_points()},
+            {"format", format},
+            {"checkpoint_format", format}};
+  }
+};
+
+}  // namespace
+
+const FormatAdapter& gptq_adapter() {
+  static const GptqAdapter adapter;
+  return adapter;
+}
+
+}  // namespace qmoe::format

@@ -1,0 +1,100 @@
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/check.hpp"
+#include "format/safetensors.hpp"
+
+namespace qmoe::format {
+
+namespace {
+
+constexpr std::string_view kIndexName = "model.safetensors.index.json";
+
+// A shard named by the index must be a plain file inside the model directory.
+void check_shard_name(const std::string& shard, const std::filesystem::path& index) {
+  check(!shard.empty() && shard.find('/') == std::string::npos &&
+            shard.find('\\') == std::string::npos && shard != "." && shard != "..",
+        "{}: weight_map names file '{}'; shards must be plain file names in the model directory",
+        index.string(), shard);
+}
+
+nlohmann::json read_index(const std::filesystem::path& index) {
+  std::ifstream in(index);
+  check(in.good(), "{}: cannot open", index.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", index.string(), e.what());
+  }
+}
+
+}  // namespace
+
+void TensorStore::add_file(const std::filesystem::path& path) {
+  auto file = std::make_unique<MappedFile>(path);
+  const std::string file_name = path.filename().string();
+  SafetensorsContents contents = parse_safetensors(file->bytes(), file_name);
+  for (TensorInfo& t : contents.tensors) {
+    auto [at, inserted] = tensors_.emplace(t.name, t);
+    check(inserted, "{}: tensor '{}' is stored twice, in {} and {}", dir_.string(), t.name,
+          at->second.file, file_name);
+  }
+  files_.push_back(std::move(file));
+}
+
+TensorStore TensorStore::open(const std::filesystem::path& dir) {
+  check(std::filesystem::is_directory(dir), "{}: not a directory", dir.string());
+  TensorStore store;
+  store.dir_ = dir;
+  const std::filesystem::path index = dir / kIndexName;
+  if (std::filesystem::exists(index)) {
+    const nlohmann::json root = read_index(index);
+    check(root.is_object() && root.contains("weight_map") && root["weight_map"].is_object(),
+          "{}: expected an object with a 'weight_map' object", index.string());
+    const nlohmann::json& weight_map = root["weight_map"];
+    std::set<std::string> shards;
+    for (const auto& [tensor, shard] : weight_map.items()) {
+      check(shard.is_string(), "{}: weight_map['{}'] must be a file name, got {}", index.string(),
+            tensor, shard.dump());
+      check_shard_name(shard.get<std::string>(), index);
+      shards.insert(shard.get<std::string>());
+    }
+    for (const std::string& shard : shards) store.add_file(dir / shard);
+    for (const auto& [tensor, shard] : weight_map.items()) {
+      const TensorInfo* t = store.find(tensor);
+      check(t && t->file == shard.get<std::string>(),
+            "{}: weight_map puts tensor '{}' in {}, but {}", index.string(), tensor,
+            shard.get<std::string>(),
+            t ? fmt::format("it is in {}", t->file) : std::string("no shard holds it"));
+    }
+    return store;
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
+      files.push_back(entry.path());
+    }
+  }
+  check(!files.empty(), "{}: no {} and no *.safetensors file", dir.string(), kIndexName);
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) store.add_file(f);
+  return store;
+}
+
+const TensorInfo* TensorStore::find(std::string_view name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const TensorInfo& TensorStore::at(std::string_view name) const {
+  const TensorInfo* t = find(name);
+  check(t != nullptr, "{}: checkpoint has no tensor '{}'", dir_.string(), name);
+  return *t;
+}
+
+}  // namespace qmoe::format

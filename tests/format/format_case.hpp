@@ -1,0 +1,81 @@
+#pragma once
+// Shared by the format tests: random canonical experts whose scales and biases survive being
+// stored as f16 (so a round trip can be exact), bit-for-bit comparison, scratch directories.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "qmoe/quant.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe::test {
+
+inline void round_to_half(Buffer& b) {
+  if (b.empty()) return;
+  for (float& v : b.span<float>()) v = to_float(to_half(v));
+}
+
+// E experts, hidden H, intermediate I; w13 [E, 2I, H] (gated) and w2 [E, H, I].
+inline QuantizedExperts random_experts(int64_t E, int64_t H, int64_t I, const QuantScheme& scheme,
+                                       bool bias, uint64_t seed, bool gated = true) {
+  std::mt19937_64 rng(seed);
+  QuantizedWeight w13 = random_weight(E, gated ? 2 * I : I, H, scheme, bias, rng);
+  QuantizedWeight w2 = random_weight(E, H, I, scheme, bias, rng);
+  for (QuantizedWeight* w : {&w13, &w2}) {
+    round_to_half(w->scales);
+    round_to_half(w->bias);
+  }
+  return QuantizedExperts(std::move(w13), std::move(w2));
+}
+
+inline bool same_bytes(const Buffer& a, const Buffer& b) {
+  if (a.empty() || b.empty()) return a.empty() == b.empty();
+  return a.dtype() == b.dtype() &&
+         std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()) &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.nbytes())) == 0;
+}
+
+inline void expect_identical(const QuantizedWeight& a, const QuantizedWeight& b,
+                             const std::string& what) {
+  EXPECT_EQ(to_string(a.scheme), to_string(b.scheme)) << what;
+  EXPECT_EQ(a.E, b.E) << what;
+  EXPECT_EQ(a.N, b.N) << what;
+  EXPECT_EQ(a.K, b.K) << what;
+  EXPECT_TRUE(same_bytes(a.codes, b.codes)) << what << ".codes";
+  EXPECT_TRUE(same_bytes(a.scales, b.scales)) << what << ".scales";
+  EXPECT_TRUE(same_bytes(a.zeros, b.zeros)) << what << ".zeros";
+  EXPECT_TRUE(same_bytes(a.g_idx, b.g_idx)) << what << ".g_idx";
+  EXPECT_TRUE(same_bytes(a.bias, b.bias)) << what << ".bias";
+}
+
+inline void expect_identical(const QuantizedExperts& a, const QuantizedExperts& b) {
+  expect_identical(a.w13(), b.w13(), "w13");
+  expect_identical(a.w2(), b.w2(), "w2");
+}
+
+// A fresh, empty directory under the system temp dir, removed with the object.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) {
+    static int counter = 0;
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("qmoe-format-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path_); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace qmoe::test
