@@ -1,0 +1,42 @@
+#pragma once
+// Device helpers of the GPU MoE benchmark only: random data, int4 dequantization for the cuBLAS
+// baseline, the fp32 reference forward on a few tokens, the row gather of the baseline.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace qmoe::bench {
+
+// x[i] ~ N(mean, stddev) from a counter-based hash of (seed, i): the same seed gives the same
+// data on any launch shape. bf16 or f32 output.
+cudaError_t fill_normal_bf16(uint16_t* x, int64_t n, uint64_t seed, float stddev,
+                             cudaStream_t stream);
+cudaError_t fill_normal_f32(float* x, int64_t n, uint64_t seed, float stddev, cudaStream_t stream);
+
+// Random int4 weights [E, N, K]: codes u8 [E, N, K/2] uniform nibbles (value = (q - 8) * s),
+// scales f32 [E, N, K/G] = base * U(0.75, 1.25), base = 1 / (4.6 sqrt(K)), so outputs are O(1).
+cudaError_t fill_int4_weight(uint8_t* codes, float* scales, int64_t E, int64_t N, int64_t K, int G,
+                             uint64_t seed, cudaStream_t stream);
+
+// bf16 [E, N, K] = (q - 8) * s, for the cuBLAS baseline.
+cudaError_t dequantize_int4_bf16(const uint8_t* codes, const float* scales, int64_t E, int64_t N,
+                                 int64_t K, int G, uint16_t* out, cudaStream_t stream);
+
+// fp32 reference of one expert GEMM per pair p: out[p, n] = sum_k W[expert[p], n, k] in[p, k],
+// W dequantized exactly in fp32 from codes and scales.
+cudaError_t reference_expert_matvec(const uint8_t* codes, const float* scales, int64_t N, int64_t K,
+                                    int G, const int32_t* pair_expert, const float* in,
+                                    int64_t pairs, float* out, cudaStream_t stream);
+
+// silu(h[p, i]) * h[p, I + i] in fp32: [pairs, 2I] -> [pairs, I].
+cudaError_t reference_silu_mul(const float* h, int64_t pairs, int64_t I, float* out,
+                               cudaStream_t stream);
+
+// rows[r, :] = x[sorted_pair_ids[r] / k, :] for r < num_rows (bf16, H columns, contiguous).
+cudaError_t gather_rows_bf16(const uint16_t* x, const int32_t* sorted_pair_ids, int64_t num_rows,
+                             int64_t k, int64_t H, uint16_t* rows, cudaStream_t stream);
+
+// The copy ceiling: dst = src with 16-byte loads and stores on the SMs (bytes % 16 == 0).
+cudaError_t sm_copy(const void* src, void* dst, int64_t bytes, cudaStream_t stream);
+
+}  // namespace qmoe::bench

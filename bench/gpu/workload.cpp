@@ -1,0 +1,111 @@
+#include "workload.hpp"
+
+#include "bench_kernels.hpp"
+#include "cuda/align.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/routing.hpp"
+
+namespace qmoe::bench {
+
+const std::vector<Shape>& benchmark_shapes() {
+  static const std::vector<Shape> shapes{
+      {"mixtral-8x7b", 4096, 14336, 8, 2},
+      {"qwen3-30b-a3b", 2048, 768, 128, 8},
+      {"deepseek-v3", 7168, 2048, 256, 8},
+  };
+  return shapes;
+}
+
+namespace {
+
+Int4Weight make_weight(int64_t E, int64_t N, int64_t K, uint64_t seed, cudaStream_t stream) {
+  Int4Weight w{E, N, K, DeviceBuffer(E * N * K / 2),
+               DeviceBuffer(E * N * (K / kGroupSize) * sizeof(float))};
+  QMOE_CUDA_CHECK(fill_int4_weight(w.codes.as<uint8_t>(), w.scales.as<float>(), E, N, K, kGroupSize,
+                                   seed, stream));
+  return w;
+}
+
+DeviceBuffer dequantized(const Int4Weight& w, cudaStream_t stream) {
+  DeviceBuffer out(w.E * w.N * w.K * 2);
+  QMOE_CUDA_CHECK(dequantize_int4_bf16(w.codes.as<uint8_t>(), w.scales.as<float>(), w.E, w.N, w.K,
+                                       kGroupSize, out.as<uint16_t>(), stream));
+  return out;
+}
+
+QuantizedWeight canonical(const Int4Weight& w) {
+  QuantizedWeight q;
+  q.scheme = QuantScheme{};  // int4, symmetric, group 128
+  q.scheme.group_size = kGroupSize;
+  q.E = w.E;
+  q.N = w.N;
+  q.K = w.K;
+  q.codes = Buffer(DType::u8, {w.E, w.N, w.K / 2});
+  q.scales = Buffer(DType::f32, {w.E, w.N, w.K / kGroupSize});
+  w.codes.download(q.codes.data(), static_cast<size_t>(q.codes.nbytes()));
+  w.scales.download(q.scales.data(), static_cast<size_t>(q.scales.nbytes()));
+  return q;
+}
+
+}  // namespace
+
+Experts make_experts(const Shape& s, uint64_t seed, cudaStream_t stream) {
+  Experts x;
+  x.w13 = make_weight(s.E, 2 * s.I, s.H, seed, stream);
+  x.w2 = make_weight(s.E, s.H, s.I, seed + 1, stream);
+  x.w13_bf16 = dequantized(x.w13, stream);
+  x.w2_bf16 = dequantized(x.w2, stream);
+  QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return x;
+}
+
+QuantizedExperts to_canonical(const Experts& x) {
+  return QuantizedExperts(canonical(x.w13), canonical(x.w2));
+}
+
+int64_t int4_bytes_per_expert(const Shape& s) {
+  const int64_t weights = 3 * s.H * s.I;
+  return weights / 2 + weights / kGroupSize * 2;
+}
+
+RoutingSet make_routing_set(const Shape& s, int64_t M, uint64_t seed, cudaStream_t stream) {
+  RoutingSet r;
+  r.M = M;
+  const int64_t pairs = M * s.k;
+  r.x = DeviceBuffer(M * s.H * 2);
+  r.logits = DeviceBuffer(M * s.E * sizeof(float));
+  r.topk_weights = DeviceBuffer(pairs * sizeof(float));
+  r.topk_ids = DeviceBuffer(pairs * sizeof(int32_t));
+  r.sorted_pair_ids = DeviceBuffer(pairs * sizeof(int32_t));
+  r.pair_rows = DeviceBuffer(pairs * sizeof(int32_t));
+  QMOE_CUDA_CHECK(fill_normal_bf16(r.x.as<uint16_t>(), M * s.H, seed, 1.0f, stream));
+  QMOE_CUDA_CHECK(fill_normal_f32(r.logits.as<float>(), M * s.E, seed ^ 0x5bd1e995, 1.0f, stream));
+
+  RoutingConfig routing;
+  routing.top_k = s.k;
+  const RoutingParams params = routing_params(routing, nullptr);
+  validate_routing(params, s.E);
+  QMOE_CUDA_CHECK(route_topk_cuda(params, r.logits.as<float>(), s.E, M, s.E,
+                                  r.topk_weights.as<float>(), r.topk_ids.as<int32_t>(), stream));
+
+  const AlignSizes sizes = align_sizes(pairs, s.E, 1);
+  DeviceBuffer tiles(sizes.max_tiles * sizeof(int32_t)), offsets((s.E + 1) * sizeof(int32_t)),
+      total(sizeof(int32_t)), workspace(sizes.workspace_bytes);
+  AlignOutputs out;
+  out.sorted_pair_ids = r.sorted_pair_ids.as<int32_t>();
+  out.tile_experts = tiles.as<int32_t>();
+  out.expert_offsets = offsets.as<int32_t>();
+  out.padded_total = total.as<int32_t>();
+  out.pair_rows = r.pair_rows.as<int32_t>();
+  QMOE_CUDA_CHECK(align_by_expert_cuda(r.topk_ids.as<int32_t>(), pairs, s.E, nullptr, s.E, 1,
+                                       workspace.data(), sizes.workspace_bytes, out, stream));
+  QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  r.ids_host.resize(pairs);
+  r.topk_ids.download(r.ids_host.data(), pairs * sizeof(int32_t));
+  r.expert_offsets.resize(s.E + 1);
+  offsets.download(r.expert_offsets.data(), (s.E + 1) * sizeof(int32_t));
+  for (int64_t e = 0; e < s.E; ++e) r.experts_hit += r.expert_offsets[e + 1] > r.expert_offsets[e];
+  return r;
+}
+
+}  // namespace qmoe::bench

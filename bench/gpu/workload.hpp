@@ -1,0 +1,60 @@
+#pragma once
+// What one benchmark row runs on: a layer shape, its random int4 experts (on the device, plus a
+// bf16 dequantized copy for the cuBLAS baseline), and R routing sets of M tokens each.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/device_buffer.hpp"
+#include "qmoe/quant.hpp"
+
+namespace qmoe::bench {
+
+struct Shape {
+  std::string name;
+  int64_t H, I, E;
+  int k;
+};
+
+// The three layer shapes of shared/BENCH.md.
+const std::vector<Shape>& benchmark_shapes();
+
+inline constexpr int kGroupSize = 128;
+
+// int4, group-128 symmetric weights: codes u8 [E, N, K/2], scales f32 [E, N, K/128].
+struct Int4Weight {
+  int64_t E = 0, N = 0, K = 0;
+  DeviceBuffer codes, scales;
+};
+
+struct Experts {
+  Int4Weight w13, w2;              // [E, 2I, H], [E, H, I]
+  DeviceBuffer w13_bf16, w2_bf16;  // dequantized, for the cuBLAS baseline
+};
+
+Experts make_experts(const Shape& s, uint64_t seed, cudaStream_t stream);
+// The same weights as canonical host QuantizedExperts (int4 g128, no zero points), for backends.
+QuantizedExperts to_canonical(const Experts& x);
+
+// Bytes one expert's weights occupy as int4 codes + 16-bit scales (what a backend must read).
+int64_t int4_bytes_per_expert(const Shape& s);
+
+// One routing set: fresh hidden states and router logits, routed on the GPU (softmax top-k,
+// renormalized), and the baseline's alignment (tile height 1: rows grouped by expert, no padding).
+struct RoutingSet {
+  int64_t M = 0;
+  DeviceBuffer x;                           // bf16 [M, H], N(0, 1)
+  DeviceBuffer logits;                      // f32 [M, E], N(0, 1)
+  DeviceBuffer topk_weights;                // f32 [M, k]
+  DeviceBuffer topk_ids;                    // i32 [M, k]
+  DeviceBuffer sorted_pair_ids, pair_rows;  // i32 [M*k]
+  std::vector<int32_t> ids_host;            // [M*k]
+  std::vector<int32_t> expert_offsets;      // [E+1] rows of each expert in sorted order
+  int64_t experts_hit = 0;
+};
+
+RoutingSet make_routing_set(const Shape& s, int64_t M, uint64_t seed, cudaStream_t stream);
+
+}  // namespace qmoe::bench

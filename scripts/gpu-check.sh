@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# One-call GPU check for a machine like the lent H200 (nvcc, CMake and ninja present, GoogleTest
+# sources, no package registry): configure and build with CUDA on (sm_90a only, all cores), run
+# the GPU tests, a reduced GPU test set under compute-sanitizer memcheck and racecheck, then the
+# MoE benchmark. Everything lands in OUTDIR as at most 8 files (what the device tool brings back):
+#   env.txt build.log ctest.log memcheck.log racecheck.log bench.txt bench.jsonl summary.json
+# Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH)
+# It never runs scripts/setup.sh: there is no package registry to install from there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-check.sh OUTDIR}
+mkdir -p "$out"
+start=$(date +%s)
+deadline=${DEADLINE_S:-560}
+build=build-gpu
+steps=()
+
+left() { echo $((deadline - ($(date +%s) - start))); }
+# step NAME LOG SECONDS CMD...: runs CMD with a time limit, appends its output to LOG, records rc.
+step() {
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local t0 rc
+  t0=$(date +%s)
+  echo "== $name: $*" >>"$log"
+  if [ "$limit" -le 5 ]; then
+    echo "skipped: no time left" >>"$log"
+    rc=124
+  else
+    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+    rc=$?
+  fi
+  steps+=("{\"step\": \"$name\", \"rc\": $rc, \"seconds\": $(($(date +%s) - t0))}")
+  echo "$name: rc $rc ($(($(date +%s) - t0)) s)"
+  return $rc
+}
+
+# Tools: the first CMake of at least 3.25 among PATH and the Python environments' bin folders.
+for dir in "" /opt/torch/.venv/bin /opt/*/bin /opt/*/.venv/bin /usr/local/bin; do
+  cand=${dir:+$dir/}cmake
+  if command -v "$cand" >/dev/null 2>&1; then
+    v=$("$cand" --version | head -1 | awk '{print $3}')
+    if printf '3.25\n%s\n' "$v" | sort -V -C; then cmake=$cand; break; fi
+  fi
+done
+ninja=$(command -v ninja || ls /opt/torch/.venv/bin/ninja /opt/*/bin/ninja 2>/dev/null | head -1)
+nproc=$(nproc)
+{
+  date -u
+  nvidia-smi || true
+  /usr/local/cuda/bin/nvcc --version || nvcc --version || true
+  echo "cmake: ${cmake:-none} $(${cmake:-false} --version | head -1)"
+  echo "ninja: ${ninja:-none}"
+  echo "googletest sources: $(ls -d /usr/src/googletest /usr/src/gtest 2>/dev/null | tr '\n' ' ')"
+  echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  echo "cores: $nproc"
+  git log -1 --format='commit %H %s' 2>/dev/null || true
+} >"$out/env.txt" 2>&1
+
+finish() {
+  local joined
+  joined=$(IFS=,; echo "${steps[*]}")
+  printf '{"seconds": %d, "steps": [%s]}\n' $(($(date +%s) - start)) "$joined" >"$out/summary.json"
+  cat "$out/summary.json"
+}
+trap finish EXIT
+
+if [ -z "${cmake:-}" ] || [ -z "${ninja:-}" ]; then
+  echo "gpu-check: need CMake >= 3.25 and ninja (see $out/env.txt)" | tee -a "$out/env.txt"
+  exit 1
+fi
+
+step configure "$out/build.log" 120 "$cmake" -S . -B "$build" -G Ninja \
+  -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_BUILD_TYPE=Release -DQMOE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a-real}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || exit 1
+# Only what runs here: the benchmark and every test executable of a CUDA area.
+targets=(moe_bench $("$ninja" -C "$build" -t targets all 2>/dev/null |
+  sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
+step build "$out/build.log" $(($(left) - 200)) "$cmake" --build "$build" --parallel "$nproc" \
+  --target "${targets[@]}" || exit 1
+
+step ctest "$out/ctest.log" 150 ctest --test-dir "$build" -L cuda --output-on-failure \
+  --parallel 4 --timeout 120
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# Small cases that still cross every kernel's block and warp boundaries (instrumented runs are
+# 10-100x slower).
+reduced='CudaAlign.TheDocumentedExample:CudaAlign.EmptyExpertsAndAllOnOne:CudaAlign.IdsOutside*'
+reduced+=':CudaRouting.AllLogitsEqual*:CudaRouting.StridedLogits:CudaRouting.GroupedTopK'
+reduced+=':CudaActivation.ManyRows*'
+reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
+for tool in memcheck racecheck; do
+  step "$tool" "$out/$tool.log" 60 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+    "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
+done
+# shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+step bench "$out/bench.txt" $(($(left) - 10)) "$build/moe_bench" --json "$out/bench.jsonl" \
+  ${BENCH_ARGS:-}
