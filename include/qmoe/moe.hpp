@@ -4,6 +4,7 @@
 #include <string>
 
 #include "qmoe/config.hpp"
+#include "qmoe/oracle.hpp"
 #include "qmoe/quant.hpp"
 #include "qmoe/tensor.hpp"
 
@@ -24,6 +25,9 @@ class MoE {
 
   const MoEConfig& config() const { return config_; }
   std::string_view backend_name() const;
+  // How the backend was chosen: with "auto", the oracle's verdict on every backend; with a named
+  // backend, that name and no verdicts.
+  const Selection& selection() const { return selection_; }
 
   // hidden [M, H] (f32/f16/bf16), router_logits [M, E] (f32) -> out [M, H] (dtype of hidden).
   // `stream` is a cudaStream_t for CUDA backends, ignored on the CPU.
@@ -39,6 +43,7 @@ class MoE {
 
   MoEConfig config_;
   Device device_;
+  Selection selection_;
   const Backend* backend_ = nullptr;
   std::unique_ptr<PreparedExperts> prepared_;
 };

@@ -55,8 +55,13 @@ struct QuantizedWeight {
   Buffer zeros;
   Buffer g_idx;
   Buffer bias;
+  // Act-order w2 of a tensor-parallel shard (K split across ranks) keeps the scale table of the
+  // whole K, and g_idx holds groups of that whole K: scales/zeros are [E, N, K_full/G]. 0 = K.
+  int64_t K_full = 0;
 
   bool has_bias() const { return !bias.empty(); }
+  // Scale groups along K: K/G, or K_full/G for a K-split act-order shard.
+  int64_t groups() const { return scheme.groups_for(K_full > 0 ? K_full : K); }
   int64_t code_bytes_per_row() const { return scheme.bits == 4 ? K / 2 : K; }
   // Unpacked code of element (e, n, k).
   int code(int64_t e, int64_t n, int64_t k) const;

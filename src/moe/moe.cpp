@@ -31,9 +31,19 @@ void check_tensor(const TensorView& t, const char* what, Device device, int64_t 
   check(t.data() != nullptr || t.numel() == 0, "{} has no data", what);
 }
 
+// "auto": the oracle's choice for this layer on the device the MoE runs on (queried, not
+// assumed: the host CPU's real features, the real CUDA device).
+Selection choose(const std::string& backend, const QuantizedExperts& experts,
+                 const MoEConfig& config, Device device) {
+  if (backend != "auto") {
+    Selection named;
+    named.backend = backend;
+    return named;
+  }
+  return select(describe(experts, config), query_device(device));
+}
+
 const Backend* resolve(const std::string& name) {
-  check(name != "auto",
-        "automatic backend selection needs the oracle, which is not built yet; name a backend");
   const Backend* b = find_backend(name);
   if (!b) {
     std::string built;
@@ -50,7 +60,8 @@ MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& b
     : config_(std::move(config)), device_(device) {
   validate(config_);
   check_matches(config_, experts);
-  backend_ = resolve(backend);
+  selection_ = choose(backend, experts, config_, device_);
+  backend_ = resolve(selection_.backend);
   prepared_ = backend_->prepare(experts, config_, device_);
 }
 

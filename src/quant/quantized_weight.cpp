@@ -19,7 +19,7 @@ int64_t QuantizedWeight::group_of(int64_t e, int64_t k) const {
 }
 
 float QuantizedWeight::dequant(int64_t e, int64_t n, int64_t k) const {
-  const int64_t groups = scheme.groups_for(K);
+  const int64_t groups = this->groups();
   const int64_t g = group_of(e, k);
   const int64_t at = (e * N + n) * groups + g;
   const int q = code(e, n, k);
@@ -53,12 +53,16 @@ void QuantizedWeight::validate(const std::string& what) const {
   }
   check(E > 0 && N > 0 && K > 0, "{}: shape [E, N, K] = [{}, {}, {}] must be positive", what, E, N,
         K);
-  const int64_t G = scheme.group_size_for(K);
-  check(K % G == 0, "{}: group size {} does not divide K = {} (valid: a divisor of K, or -1)", what,
-        G, K);
+  check(K_full == 0 || (scheme.act_order && K_full >= K),
+        "{}: K_full = {} (full-K scales of a K-split shard) needs act-order and K_full >= K = {}",
+        what, K_full, K);
+  const int64_t scale_K = K_full > 0 ? K_full : K;
+  const int64_t G = scheme.group_size_for(scale_K);
+  check(scale_K % G == 0, "{}: group size {} does not divide K = {} (valid: a divisor of K, or -1)",
+        what, G, scale_K);
   check(scheme.bits == 8 || K % 2 == 0, "{}: 4-bit codes pack two per byte, so K = {} must be even",
         what, K);
-  const int64_t groups = K / G;
+  const int64_t groups = scale_K / G;
   check_shape(codes, what + ".codes", DType::u8, {E, N, code_bytes_per_row()});
   if (scheme.kind == WeightKind::mxfp4) {
     check_shape(scales, what + ".scales", DType::u8, {E, N, groups});
@@ -96,7 +100,8 @@ void QuantizedWeight::validate(const std::string& what) const {
 
 QuantizedWeight QuantizedWeight::clone() const {
   return QuantizedWeight{
-      scheme, E, N, K, codes.clone(), scales.clone(), zeros.clone(), g_idx.clone(), bias.clone()};
+      scheme,       E,     N, K, codes.clone(), scales.clone(), zeros.clone(), g_idx.clone(),
+      bias.clone(), K_full};
 }
 
 QuantizedExperts::QuantizedExperts(QuantizedWeight w13, QuantizedWeight w2)

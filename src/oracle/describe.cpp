@@ -1,0 +1,62 @@
+#include <fmt/format.h>
+
+#include "qmoe/oracle.hpp"
+
+namespace qmoe {
+
+namespace {
+
+LayerDesc from_config(const MoEConfig& config) {
+  LayerDesc d;
+  d.num_experts = config.num_experts;
+  d.hidden = config.hidden;
+  d.intermediate = config.intermediate;
+  d.top_k = config.top_k();
+  d.activation = config.activation;
+  d.w13_bias = config.w13_bias;
+  d.w2_bias = config.w2_bias;
+  d.apply_router_weight_on_input = config.apply_router_weight_on_input;
+  return d;
+}
+
+}  // namespace
+
+LayerDesc describe(const QuantizedExperts& experts, const MoEConfig& config) {
+  LayerDesc d = from_config(config);
+  // The schemes and shapes come from the weights themselves; group sizes are the schemes' (never
+  // inferred from how scales were stored).
+  d.w13_scheme = experts.w13().scheme;
+  d.w2_scheme = experts.w2().scheme;
+  d.num_experts = experts.num_experts();
+  d.hidden = experts.hidden();
+  d.intermediate = experts.intermediate();
+  d.w13_bias = experts.w13().has_bias();
+  d.w2_bias = experts.w2().has_bias();
+  if (experts.w2().K_full > 0) d.w2_full_k = experts.w2().K_full;
+  return d;
+}
+
+LayerDesc describe(const QuantScheme& scheme, const MoEConfig& config) {
+  LayerDesc d = from_config(config);
+  d.w13_scheme = scheme;
+  d.w2_scheme = scheme;
+  return d;
+}
+
+std::string LayerDesc::to_string() const {
+  std::string text =
+      w13_scheme == w2_scheme
+          ? qmoe::to_string(w13_scheme)
+          : fmt::format("w13 {}, w2 {}", qmoe::to_string(w13_scheme), qmoe::to_string(w2_scheme));
+  text += fmt::format(", E={} H={} I={} top-{} {}", num_experts, hidden, intermediate, top_k,
+                      name(activation));
+  if (has_bias()) text += w13_bias && w2_bias ? ", bias" : w13_bias ? ", w13 bias" : ", w2 bias";
+  if (apply_router_weight_on_input) text += ", router weight on input";
+  if (activation_dtype) text += fmt::format(", {} activations", name(*activation_dtype));
+  if (tp_size > 1 || ep_size > 1) text += fmt::format(", shard of TP {} x EP {}", tp_size, ep_size);
+  if (w2_full_k > 0 && w2_full_k != intermediate)
+    text += fmt::format(" (w2 scales over the full K = {})", w2_full_k);
+  return text;
+}
+
+}  // namespace qmoe

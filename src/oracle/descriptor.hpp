@@ -1,0 +1,70 @@
+#pragma once
+// What a backend supports, as plain data. Each backend's descriptor lives next to its code
+// (src/backend/<folder>/descriptor.cpp) and is edited by the backend's owner; the oracle reads
+// these fields and nothing else (src/oracle/checks.cpp turns each field into a check).
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "qmoe/config.hpp"
+#include "qmoe/device.hpp"
+#include "qmoe/dtype.hpp"
+#include "qmoe/quant.hpp"
+
+namespace qmoe {
+
+inline constexpr int kAnyGroupDividingK = 0;  // in group_sizes: any divisor of K is fine
+
+struct BackendDescriptor {
+  std::string_view name;     // the registry name (find_backend) and the --backend spelling
+  std::string_view summary;  // one line for `qmoe explain`
+  // Empty when the kernel exists; otherwise why it cannot run anything yet.
+  std::string_view unavailable;
+  // Never chosen by "auto", only when asked for by name (the emulation reference).
+  bool opt_in_only = false;
+  // How to get it into a build when it is not registered ("configure with CUDA (nvcc) ...").
+  std::string_view build_hint;
+
+  // Device
+  DeviceKind device = DeviceKind::cpu;
+  std::vector<CpuFeature> cpu_features;  // required, all of them (kind cpu)
+  int min_compute_capability = 0;        // kind cuda: 80 = sm_80; 0 = no bound
+  int max_compute_capability = 0;
+
+  // Weights (checked for w13 and w2 separately)
+  std::vector<int> int_bits;  // integer widths supported (empty: no integer weights)
+  bool mxfp4 = false;
+  bool zero_points = false;      // asymmetric (explicit zero points)
+  std::vector<int> group_sizes;  // kChannelwise, kAnyGroupDividingK, or exact sizes
+  int group_multiple = 1;        // with kAnyGroupDividingK: groups must be multiples
+  bool act_order = false;
+  bool act_order_split_k = false;  // act-order w2 sharded on K with full-K scales (TP > 1)
+
+  // Activations
+  std::vector<Activation> activations;   // activation functions implemented
+  std::vector<DType> activation_dtypes;  // dtypes of hidden/out
+  bool bias = false;
+  bool router_weight_on_input = false;
+
+  // Shapes, applied to both GEMMs ([N, K] = [w13 rows, H] and [H, I])
+  int64_t n_multiple = 1;
+  int64_t k_multiple = 1;
+  bool group_multiple_of_k_tile = false;  // a quantization group must cover whole K tiles
+  int64_t max_experts = 0;                // 0 = no limit
+  int max_top_k = 0;                      // 0 = no limit
+};
+
+// Every activation qmoe knows, for descriptors that implement them all.
+std::vector<Activation> all_activations();
+
+// The descriptors, one function per backend, defined in src/backend/<folder>/descriptor.cpp.
+const BackendDescriptor& emulation_descriptor();
+const BackendDescriptor& cpu_descriptor();
+const BackendDescriptor& cuda_mma_descriptor();
+const BackendDescriptor& cuda_wgmma_descriptor();
+
+// All of them (src/oracle/descriptors.cpp, one line per backend).
+const std::vector<const BackendDescriptor*>& all_descriptors();
+const BackendDescriptor* find_descriptor(std::string_view name);
+
+}  // namespace qmoe

@@ -1,0 +1,52 @@
+// MoE(..., "auto") asks the oracle about the device it runs on and keeps the verdicts.
+#include <gtest/gtest.h>
+
+#include "backend/backend.hpp"
+#include "qmoe/moe.hpp"
+#include "support/expect_error.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+TEST(MoEAuto, ChoosesTheOraclesBackendForTheHostCpu) {
+  const test::MoECase c = test::make_case({.E = 4,
+                                           .H = 64,
+                                           .I = 32,
+                                           .M = 3,
+                                           .top_k = 2,
+                                           .scheme = QuantScheme{.bits = 4, .group_size = 32}});
+  const Selection expected = select(describe(*c.experts, c.config), host_cpu());
+  const MoE moe(c.config, *c.experts, "auto");
+  EXPECT_EQ(moe.backend_name(), expected.backend);
+  EXPECT_EQ(moe.selection().backend, expected.backend);
+  EXPECT_EQ(moe.selection().verdicts.size(), known_backends().size());
+  EXPECT_NE(moe.backend_name(), "emulation");
+}
+
+TEST(MoEAuto, NamedBackendKeepsTheNameAndNoVerdicts) {
+  const test::MoECase c = test::make_case({.E = 4,
+                                           .H = 64,
+                                           .I = 32,
+                                           .M = 3,
+                                           .top_k = 2,
+                                           .scheme = QuantScheme{.bits = 8, .group_size = 32}});
+  const MoE moe(c.config, *c.experts, "emulation");
+  EXPECT_EQ(moe.selection().backend, "emulation");
+  EXPECT_TRUE(moe.selection().verdicts.empty());
+}
+
+TEST(MoEAuto, NoAutomaticBackendPointsAtEmulation) {
+  const test::MoECase c = test::make_case(
+      {.E = 4,
+       .H = 64,
+       .I = 32,
+       .M = 3,
+       .top_k = 2,
+       .scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32}});
+  test::expect_error([&] { MoE(c.config, *c.experts, "auto"); },
+                     "ask for backend 'emulation' explicitly");
+}
+
+}  // namespace
+}  // namespace qmoe

@@ -1,0 +1,247 @@
+// Selection: priority order, preferences, errors, the build state from the registry, and the
+// upstream dispatch regressions as named cases. Synthetic descriptors (select_among) stand in
+// where the shipped table has only one backend per platform.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "backend/backend.hpp"
+#include "layers.hpp"
+#include "oracle/descriptor.hpp"
+#include "oracle/priority.hpp"
+#include "oracle/select.hpp"
+#include "support/expect_error.hpp"
+
+namespace qmoe {
+namespace {
+
+using test::base_layer;
+using test::expect_error;
+using test::int_scheme;
+using test::with_scheme;
+
+const DeviceDesc& x86() {
+  static const DeviceDesc d = parse_device("cpu:x86-64,avx2,fma");
+  return d;
+}
+
+std::optional<std::string> everything_built(const BackendDescriptor&, const DeviceDesc&) {
+  return std::nullopt;
+}
+
+const Verdict& verdict_of(const Selection& s, std::string_view backend) {
+  for (const Verdict& v : s.verdicts)
+    if (v.backend == backend) return v;
+  throw Error("no verdict for " + std::string(backend));
+}
+
+// Two backends on the CPU platform: `first` has priority over `second`.
+struct Pair {
+  BackendDescriptor first = cpu_descriptor();
+  BackendDescriptor second = cpu_descriptor();
+  Pair() {
+    first.name = "first";
+    second.name = "second";
+  }
+  Selection select(const LayerDesc& l, std::string_view preference = "auto") const {
+    return select_among({&first, &second}, l, x86(), preference, everything_built);
+  }
+};
+
+TEST(Selection, AutoOnX86PicksTheCpuBackendWhenBuilt) {
+  if (!find_backend("cpu")) GTEST_SKIP() << "the cpu backend is not registered in this build";
+  const Selection s = select(base_layer(), x86());
+  EXPECT_EQ(s.backend, "cpu");
+  EXPECT_TRUE(s.verdicts.front().chosen);
+  EXPECT_EQ(s.verdicts.front().backend, "cpu");
+}
+
+TEST(Selection, EveryKnownBackendGetsExactlyOneVerdict) {
+  for (const char* device : {"cpu:x86-64,avx2,fma", "h100"}) {
+    const Selection s = evaluate(base_layer(), parse_device(device));
+    std::multiset<std::string> seen;
+    for (const Verdict& v : s.verdicts) {
+      seen.insert(v.backend);
+      EXPECT_EQ(v.chosen, v.reason.empty()) << v.backend << ": " << v.reason;
+    }
+    const std::vector<std::string> known = known_backends();
+    EXPECT_EQ(seen, std::multiset<std::string>(known.begin(), known.end()));
+  }
+}
+
+TEST(Selection, BuiltStateComesFromTheRegistry) {
+  const Selection s = evaluate(base_layer(), parse_device("h100"));
+  for (const Verdict& v : s.verdicts) {
+    const bool said_not_built = v.reason.find("not built into this qmoe") != std::string::npos;
+    const bool written = find_descriptor(v.backend)->unavailable.empty();
+    if (written) {
+      EXPECT_EQ(said_not_built, find_backend(v.backend) == nullptr) << v.reason;
+    }
+  }
+}
+
+TEST(Selection, UnbuiltBackendIsRejectedWithTheBuildHint) {
+  Pair p;
+  const auto cpu_not_built = [](const BackendDescriptor& d,
+                                const DeviceDesc&) -> std::optional<std::string> {
+    if (d.name == "first") return "not built into this qmoe (its sources are not in this build)";
+    return std::nullopt;
+  };
+  const Selection s =
+      select_among({&p.first, &p.second}, base_layer(), x86(), "auto", cpu_not_built);
+  EXPECT_EQ(s.backend, "second");
+  EXPECT_EQ(verdict_of(s, "first").reason,
+            "not built into this qmoe (its sources are not in this build)");
+}
+
+TEST(Selection, WgmmaSaysItsKernelIsNotWrittenYet) {
+  const Selection s = evaluate(base_layer(), parse_device("h100"));
+  EXPECT_EQ(verdict_of(s, "cuda-wgmma").reason, "kernel not written yet");
+}
+
+TEST(Selection, LowerPriorityCompatibleBackendsSaySo) {
+  const Selection s = Pair().select(base_layer());
+  EXPECT_EQ(s.backend, "first");
+  EXPECT_TRUE(verdict_of(s, "second").compatible);
+  EXPECT_NE(verdict_of(s, "second").reason.find("'first' comes first in the CPU priority order"),
+            std::string::npos);
+}
+
+TEST(Selection, NamedBackendIsHonouredOverPriority) {  // upstream #49065
+  const Selection s = Pair().select(base_layer(), "second");
+  EXPECT_EQ(s.backend, "second");
+  EXPECT_NE(verdict_of(s, "first").reason.find("'second' was asked for"), std::string::npos);
+}
+
+TEST(Selection, UnknownBackendNameListsTheKnownOnes) {
+  expect_error([] { select(base_layer(), x86(), "marlin"); },
+               "unknown backend 'marlin' (known: cpu, emulation, cuda-mma, cuda-wgmma, or auto)");
+}
+
+TEST(Selection, InvalidLayerIsAnErrorBeforeAnyBackend) {
+  LayerDesc l = base_layer();
+  l.w2_scheme = int_scheme(4, 100);
+  expect_error([&] { select(l, x86()); }, "w2: group size 100 does not divide K = 768");
+  l = base_layer();
+  l.top_k = 0;
+  expect_error([&] { select(l, x86()); }, "top-k 0 must be in 1..128");
+}
+
+// --- upstream regressions (shared/spec/vllm-wna16-moe.md section 8) ---
+
+TEST(UpstreamRegression, Int8WithGroupsIsAccepted) {  // #10
+  const LayerDesc l = with_scheme(base_layer(), int_scheme(8, 128));
+  if (find_backend("cpu")) {
+    EXPECT_EQ(select(l, x86()).backend, "cpu");
+  }
+  for (const BackendDescriptor* d : {&cpu_descriptor(), &cuda_mma_descriptor()}) {
+    const DeviceDesc device = parse_device(d->device == DeviceKind::cpu ? "cpu" : "h100");
+    EXPECT_EQ(select_among({d}, l, device, "auto", everything_built).backend, d->name);
+  }
+}
+
+TEST(UpstreamRegression, AsymmetricInt4ReachesABackendWithZeroPoints) {  // #9
+  Pair p;
+  p.first.zero_points = false;
+  const Selection s = p.select(with_scheme(base_layer(), int_scheme(4, 128, true)));
+  EXPECT_EQ(s.backend, "second");
+  EXPECT_NE(verdict_of(s, "first").reason.find("zero points"), std::string::npos);
+  if (find_backend("cpu")) {
+    EXPECT_EQ(select(with_scheme(base_layer(), int_scheme(4, 32, true)), x86()).backend, "cpu");
+  }
+}
+
+TEST(UpstreamRegression, BiasNeverGoesToABackendWithoutBias) {  // #20, triton had no bias
+  Pair p;
+  p.first.bias = false;
+  LayerDesc l = base_layer();
+  l.w2_bias = true;
+  const Selection s = p.select(l);
+  EXPECT_EQ(s.backend, "second");
+  EXPECT_EQ(verdict_of(s, "first").reason, "expert bias (w2) is not supported");
+  p.second.bias = false;
+  expect_error([&] { p.select(l); }, "no backend can run this layer");
+  expect_error([&] { p.select(l, "first"); }, "expert bias (w2) is not supported");
+}
+
+TEST(UpstreamRegression, TileConstraintFallsThroughToTheNextBackend) {
+  Pair p;
+  p.first.n_multiple = 64;
+  LayerDesc l = base_layer();
+  l.intermediate = 200;  // w13 rows 400: not a multiple of 64
+  l.w13_scheme = l.w2_scheme = int_scheme(4, kChannelwise);
+  const Selection s = p.select(l);
+  EXPECT_EQ(s.backend, "second");
+  EXPECT_EQ(verdict_of(s, "first").reason,
+            "w13 is [N=400, K=2048]: N must be a multiple of 64 (tile)");
+}
+
+TEST(UpstreamRegression, GroupSizeComesFromTheSchemeNotTheScaleType) {  // #7, PR #44570
+  // The stored scale dtype must not change any verdict, and g256 / g16 are refused by a backend
+  // declaring {-1, 32, 64, 128} whatever the scales were stored as.
+  for (int group : {256, 16, 128}) {
+    std::vector<std::string> reasons;
+    for (DType stored : {DType::f16, DType::bf16, DType::f32}) {
+      QuantScheme s = int_scheme(4, group);
+      s.source_scale_dtype = stored;
+      const Selection sel = evaluate_among({&cuda_mma_descriptor()}, with_scheme(base_layer(), s),
+                                           parse_device("h100"), "auto", everything_built);
+      reasons.push_back(verdict_of(sel, "cuda-mma").reason);
+    }
+    EXPECT_EQ(reasons[0], reasons[1]);
+    EXPECT_EQ(reasons[0], reasons[2]);
+    const bool refused = reasons[0].find("group size") != std::string::npos;
+    EXPECT_EQ(refused, group != 128) << reasons[0];
+  }
+}
+
+TEST(UpstreamRegression, IncompatiblePreferenceIsAnErrorNotAFallback) {  // #18, #19
+  const LayerDesc mxfp4 = with_scheme(base_layer(), test::mxfp4_scheme());
+  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "backend 'cpu' cannot run this layer");
+  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "mxfp4 weights are not supported");
+  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "Backends that would: emulation");
+  expect_error([&] { select(base_layer(), x86(), "cuda-mma"); }, "runs on CUDA GPUs");
+}
+
+TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
+  // Where nothing else runs the layer, auto is an error that points at emulation, never a silent
+  // slow fallback.
+  const LayerDesc mxfp4 = with_scheme(base_layer(), test::mxfp4_scheme());
+  expect_error([&] { select(mxfp4, x86()); }, "ask for backend 'emulation' explicitly");
+  expect_error([&] { select(base_layer(), parse_device("cpu:generic")); },
+               "cpu: needs a CPU with x86-64");
+  EXPECT_EQ(select(mxfp4, x86(), "emulation").backend, "emulation");
+  // Even with emulation first in the order and compatible, auto skips it.
+  const Selection s = select_among({&emulation_descriptor(), &cpu_descriptor()}, base_layer(),
+                                   x86(), "auto", everything_built);
+  EXPECT_EQ(s.backend, "cpu");
+  EXPECT_NE(verdict_of(s, "emulation").reason.find("only when asked for by name"),
+            std::string::npos);
+}
+
+TEST(UpstreamRegression, NoBackendSaysWhatToChange) {
+  const LayerDesc l = with_scheme(base_layer(), test::mxfp4_scheme());
+  expect_error([&] { select(l, parse_device("sm_75")); }, "cuda-mma: needs compute capability");
+  expect_error([&] { select(l, parse_device("h100")); }, "cuda-wgmma: kernel not written yet");
+}
+
+TEST(UpstreamRegression, EveryWrittenBackendIsReachable) {  // #8: a dispatch path nobody reached
+  // With everything built, the base layer on each backend's platform reaches it: by priority, or
+  // by name for the opt-in reference.
+  for (const BackendDescriptor* d : all_descriptors()) {
+    if (!d->unavailable.empty()) continue;
+    const DeviceDesc device = parse_device(d->device == DeviceKind::cpu ? "cpu:x86-64" : "h100");
+    const Selection s = select_among(descriptors_for(d->device), base_layer(), device,
+                                     d->opt_in_only ? d->name : "auto", everything_built);
+    EXPECT_EQ(s.backend, d->name);
+  }
+}
+
+TEST(UpstreamRegression, PlatformChecksComeFromDescriptorsNotCudaNumbers) {  // #27
+  // A CPU has no compute capability; CUDA backends must say "CUDA GPUs", not compare numbers.
+  const Selection s = select(base_layer(), x86(), "emulation");
+  EXPECT_NE(verdict_of(s, "cuda-mma").reason.find("runs on CUDA GPUs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qmoe
