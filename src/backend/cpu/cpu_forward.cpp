@@ -22,7 +22,7 @@ namespace {
 
 struct Item {
   int32_t expert;
-  int32_t pair;  // panel pair: output rows [32 pair, 32 pair + 32) in slot order
+  int32_t first_pair, end_pair;  // panel pairs; pair q = output rows [32q, 32q + 32) in slot order
 };
 
 float to_f32(const void* base, DType t, int64_t i) {
@@ -69,12 +69,24 @@ void group_by_expert(const int32_t* ids, int64_t M, int64_t k, int64_t E, Worksp
   }
 }
 
-std::vector<Item> items_for(const Workspace& ws, int64_t E, int64_t pairs_per_expert) {
+// An item covers consecutive panel pairs of one expert: consecutive in memory, so each thread
+// reads long runs (kItemBytes) that the prefetchers follow, while there are still several items
+// per thread to balance the load.
+constexpr int64_t kItemBytes = 64 << 10;
+
+std::vector<Item> items_for(const Workspace& ws, const PackedMatrix& w) {
+  const int64_t pairs = w.panels / 2, pair_bytes = 2 * w.format.panel_bytes();
+  int64_t active = 0;
+  for (int64_t e = 0; e < w.E; ++e) active += ws.expert_begin[e] < ws.expert_begin[e + 1];
+  const int64_t threads = ThreadPool::instance().threads();
+  const int64_t per_item = std::clamp<int64_t>(
+      kItemBytes / pair_bytes, 1, std::max<int64_t>(1, active * pairs / (4 * threads)));
   std::vector<Item> items;
-  for (int64_t e = 0; e < E; ++e) {
+  for (int64_t e = 0; e < w.E; ++e) {
     if (ws.expert_begin[e] == ws.expert_begin[e + 1]) continue;
-    for (int64_t q = 0; q < pairs_per_expert; ++q)
-      items.push_back({static_cast<int32_t>(e), static_cast<int32_t>(q)});
+    for (int64_t q = 0; q < pairs; q += per_item)
+      items.push_back({static_cast<int32_t>(e), static_cast<int32_t>(q),
+                       static_cast<int32_t>(std::min(pairs, q + per_item))});
   }
   return items;
 }
@@ -126,59 +138,67 @@ void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBa
     ws.x_rows[r] = ws.x.data() + (per_pair ? r : ws.pair_of_row[r] / k) * H;
 }
 
+// GEMM1 for panel pair q of expert e, then bias and activation into the GEMM2 input rows.
+void gemm1_pair(const CpuExperts& x, const MoEConfig& config, Workspace& ws, int64_t e, int64_t q) {
+  const int64_t I = x.I;
+  const float* bias = x.w13.bias_of(e);
+  const int32_t* position = x.w2_position.empty() ? nullptr : x.w2_position.data() + e * I;
+  // Gated: tile columns 0..15 are the gates of outputs j = 16q + c, columns 16..31 their ups.
+  const int64_t outputs = x.gated ? kPanelRows : kTileRows;
+  const int64_t first = q * outputs, count = std::min(outputs, I - first);
+  auto epilogue = [&](int64_t row, int tokens, const float* tile) {
+    for (int t = 0; t < tokens; ++t) {
+      const float* h = tile + t * kTileRows;
+      float* out = ws.act.data() + (row + t) * I;
+      for (int64_t c = 0; c < count; ++c) {
+        std::array<float, 2> in{h[c], x.gated ? h[kPanelRows + c] : 0.0f};
+        if (bias) {
+          in[0] += bias[q * kTileRows + c];
+          if (x.gated) in[1] += bias[q * kTileRows + kPanelRows + c];
+        }
+        const int64_t j = first + c;
+        out[position ? position[j] : j] =
+            activation_at(config.activation, config.activation_params, in.data(), 1, 0);
+      }
+    }
+  };
+  for_each_tile(x, x.w13, ws, ws.x_rows.data(), e, q, epilogue);
+}
+
+// GEMM2 for panel pair q of expert e, plus bias, into the per-row outputs.
+void gemm2_pair(const CpuExperts& x, Workspace& ws, const float* const* inputs, int64_t e,
+                int64_t q) {
+  const int64_t H = x.H;
+  const float* bias = x.w2.bias_of(e);
+  const int64_t first = q * kTileRows, count = std::min<int64_t>(kTileRows, H - first);
+  auto epilogue = [&](int64_t row, int tokens, const float* tile) {
+    for (int t = 0; t < tokens; ++t) {
+      float* out = ws.y.data() + (row + t) * H + first;
+      const float* y = tile + t * kTileRows;
+      for (int64_t c = 0; c < count; ++c) out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
+    }
+  };
+  for_each_tile(x, x.w2, ws, inputs, e, q, epilogue);
+}
+
 void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, Workspace& ws) {
-  const int64_t I = x.I, E = x.E;
-  const int64_t rows = ws.expert_begin[E];
-  ws.act.resize(static_cast<size_t>(rows * I));
-  const std::vector<Item> items = items_for(ws, E, x.w13.panels / 2);
-  const ActivationParams& params = config.activation_params;
-  const Activation kind = config.activation;
+  ws.act.resize(static_cast<size_t>(ws.expert_begin[x.E] * x.I));
+  const std::vector<Item> items = items_for(ws, x.w13);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
-    const int64_t e = items[i].expert, q = items[i].pair;
-    const float* bias = x.w13.bias_of(e);
-    const int32_t* position = x.w2_position.empty() ? nullptr : x.w2_position.data() + e * I;
-    // Gated: tile columns 0..15 are the gates of outputs j = 16q + c, columns 16..31 their ups.
-    const int64_t outputs = x.gated ? kPanelRows : kTileRows;
-    const int64_t first = q * outputs, count = std::min(outputs, I - first);
-    for_each_tile(
-        x, x.w13, ws, ws.x_rows.data(), e, q, [&](int64_t row, int tokens, const float* tile) {
-          for (int t = 0; t < tokens; ++t) {
-            const float* h = tile + t * kTileRows;
-            float* out = ws.act.data() + (row + t) * I;
-            for (int64_t c = 0; c < count; ++c) {
-              const int64_t j = first + c;
-              std::array<float, 2> in{h[c], x.gated ? h[kPanelRows + c] : 0.0f};
-              if (bias) {
-                in[0] += bias[q * kTileRows + c];
-                if (x.gated) in[1] += bias[q * kTileRows + kPanelRows + c];
-              }
-              out[position ? position[j] : j] = activation_at(kind, params, in.data(), 1, 0);
-            }
-          }
-        });
+    for (int64_t q = items[i].first_pair; q < items[i].end_pair; ++q)
+      gemm1_pair(x, config, ws, items[i].expert, q);
   });
 }
 
 void gemm2(const CpuExperts& x, Workspace& ws) {
-  const int64_t H = x.H, I = x.I, E = x.E;
-  const int64_t rows = ws.expert_begin[E];
-  ws.y.resize(static_cast<size_t>(rows * H));
+  const int64_t rows = ws.expert_begin[x.E];
+  ws.y.resize(static_cast<size_t>(rows * x.H));
   std::vector<const float*> inputs(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * I;
-  const std::vector<Item> items = items_for(ws, E, x.w2.panels / 2);
+  for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * x.I;
+  const std::vector<Item> items = items_for(ws, x.w2);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
-    const int64_t e = items[i].expert, q = items[i].pair;
-    const float* bias = x.w2.bias_of(e);
-    const int64_t first = q * kTileRows, count = std::min<int64_t>(kTileRows, H - first);
-    for_each_tile(x, x.w2, ws, inputs.data(), e, q,
-                  [&](int64_t row, int tokens, const float* tile) {
-                    for (int t = 0; t < tokens; ++t) {
-                      float* out = ws.y.data() + (row + t) * H + first;
-                      const float* y = tile + t * kTileRows;
-                      for (int64_t c = 0; c < count; ++c)
-                        out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
-                    }
-                  });
+    for (int64_t q = items[i].first_pair; q < items[i].end_pair; ++q)
+      gemm2_pair(x, ws, inputs.data(), items[i].expert, q);
   });
 }
 

@@ -46,6 +46,9 @@ struct Simd {
     _mm256_storeu_ps(p, r.v[0]);
     _mm256_storeu_ps(p + 8, r.v[1]);
   }
+  static void prefetch(const uint8_t* p) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  }
 };
 
 void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }

@@ -31,6 +31,9 @@ struct Simd {
   }
   static Rows fma(Rows w, float x, Rows acc) { return _mm512_fmadd_ps(w, _mm512_set1_ps(x), acc); }
   static void store(float* p, Rows r) { _mm512_storeu_ps(p, r); }
+  static void prefetch(const uint8_t* p) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  }
 };
 
 void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }

@@ -49,6 +49,7 @@ struct Simd {
   static void store(float* p, Rows r) {
     for (int i = 0; i < kPanelRows; ++i) p[i] = r.v[i];
   }
+  static void prefetch(const uint8_t* p) { __builtin_prefetch(p); }
 };
 
 void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }

@@ -1,0 +1,194 @@
+// The cpu backend's MoE forward on one layer, against ceilings and baselines measured in the same
+// run (shared/BENCH.md, CPU section):
+//   bench_cpu_moe [model ...]        models: qwen3 (H 2048, I 768, E 128, top-8),
+//                                    mixtral-half (H 4096, I 7168, E 8, top-2)
+// Weights: int4, group 128, symmetric, values (q - 8) * s with s ~ 1/(4.6 sqrt K); activations
+// bf16 N(0, 1); routing softmax top-k renormalized from N(0, 1) logits. Cold: R routing sets
+// (fresh x and routing each), R = ceil(240 MB / weight bytes one set touches) clamped to [2, 16],
+// timed back to back, so the experts a forward reads were not read by the previous few.
+// Per row: median time per forward (p10-p90), packed weight bytes touched (codes + scales as the
+// kernel reads them), bandwidth as a fraction of a memcpy copy and a streaming read measured just
+// before the row, effective GFLOP/s (6 M k H I), and the time ratios to the emulation backend and
+// to OpenBLAS sgemm on pre-dequantized f32 weights.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/cpu_experts.hpp"
+#include "backend/cpu/isa.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "backend/emulation/dense_forward.hpp"
+#include "bench_baselines.hpp"
+#include "bench_ceilings.hpp"
+#include "route/topk.hpp"
+#include "sample/random_moe.hpp"
+
+namespace qmoe::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Model {
+  const char* name;
+  int64_t E, H, I;
+  int top_k;
+};
+
+constexpr Model kModels[] = {{"qwen3", 128, 2048, 768, 8}, {"mixtral-half", 8, 4096, 7168, 2}};
+constexpr int64_t kTokenCounts[] = {1, 4, 16, 64, 256};
+constexpr int kGroup = 128;
+
+// Codes uniform in 0..15 straight from a fast generator: quantizing a float layer of this size
+// would take minutes and gigabytes for the same statistics.
+QuantizedWeight random_int4(int64_t E, int64_t N, int64_t K, std::mt19937_64& rng) {
+  QuantizedWeight w;
+  w.scheme = QuantScheme{.bits = 4, .group_size = kGroup};
+  w.E = E;
+  w.N = N;
+  w.K = K;
+  w.codes = Buffer(DType::u8, {E, N, K / 2});
+  uint64_t* words = static_cast<uint64_t*>(w.codes.data());
+  for (int64_t i = 0; i < w.codes.nbytes() / 8; ++i) words[i] = rng();
+  w.scales = Buffer(DType::f32, {E, N, K / kGroup});
+  std::uniform_real_distribution<float> spread(0.75f, 1.25f);
+  const float scale = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));
+  for (float& s : w.scales.span<float>()) s = scale * spread(rng);
+  return w;
+}
+
+struct RoutingSet {
+  Buffer hidden, topk_weights, topk_ids, out;
+  int64_t experts_touched = 0;
+};
+
+struct Timing {
+  double median_s = 0, p10_s = 0, p90_s = 0;
+};
+
+// Runs `forward(set)` over all sets back to back per sample; per-forward times of the samples.
+Timing time_rotation(std::vector<RoutingSet>& sets, const std::function<void(RoutingSet&)>& forward,
+                     double min_seconds, int min_samples, int max_samples) {
+  for (RoutingSet& s : sets) forward(s);  // warm-up: page in workspaces, spin up threads
+  std::vector<double> samples;
+  const auto begin = Clock::now();
+  while (static_cast<int>(samples.size()) < max_samples &&
+         (static_cast<int>(samples.size()) < min_samples ||
+          std::chrono::duration<double>(Clock::now() - begin).count() < min_seconds)) {
+    const auto start = Clock::now();
+    for (RoutingSet& s : sets) forward(s);
+    samples.push_back(std::chrono::duration<double>(Clock::now() - start).count() /
+                      static_cast<double>(sets.size()));
+  }
+  std::sort(samples.begin(), samples.end());
+  const double last = static_cast<double>(samples.size() - 1);
+  auto at = [&](double q) { return samples[static_cast<size_t>(q * last + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+void run_model(const Model& m) {
+  std::mt19937_64 rng(7);
+  MoEConfig config;
+  config.num_experts = m.E;
+  config.hidden = m.H;
+  config.intermediate = m.I;
+  config.routing.top_k = m.top_k;
+  const auto t0 = Clock::now();
+  const QuantizedExperts experts(random_int4(m.E, 2 * m.I, m.H, rng),
+                                 random_int4(m.E, m.H, m.I, rng));
+  const Backend& cpu = cpu_backend();
+  const std::unique_ptr<PreparedExperts> prepared = cpu.prepare(experts, config, Device{});
+  const auto& packed = static_cast<const cpu::CpuExperts&>(*prepared);
+  const auto t1 = Clock::now();
+  const DequantizedExperts dense = dequantize(experts);
+  const auto t2 = Clock::now();
+  const double expert_bytes =
+      static_cast<double>(packed.w13.bytes_per_expert() + packed.w2.bytes_per_expert());
+  fmt::print("\n### {} (H {}, I {}, E {}, top-{}), int4 g{} sym, bf16 activations\n", m.name, m.H,
+             m.I, m.E, m.top_k, kGroup);
+  fmt::print(
+      "make + prepare {:.1f} s, dequantize for baselines {:.1f} s; packed {:.2f} MB per "
+      "expert\n\n",
+      std::chrono::duration<double>(t1 - t0).count(),
+      std::chrono::duration<double>(t2 - t1).count(), expert_bytes / 1e6);
+  fmt::print(
+      "| M | R | cpu µs (p10-p90) | weights MB | GB/s | ÷read | ÷copy | GFLOP/s | "
+      "read GB/s | copy GB/s | emulation µs | ×emul | OpenBLAS µs | ×BLAS | err vs BLAS |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+
+  for (const int64_t M : kTokenCounts) {
+    // Experts one set touches, estimated for R, then counted exactly per set.
+    const double E = static_cast<double>(m.E), k = m.top_k, tokens = static_cast<double>(M);
+    const double expected_experts = E * (1.0 - std::pow(1.0 - k / E, tokens));
+    const int R = static_cast<int>(
+        std::clamp(std::ceil(240e6 / (expected_experts * expert_bytes)), 2.0, 16.0));
+    std::vector<RoutingSet> sets(static_cast<size_t>(R));
+    double bytes = 0;
+    for (RoutingSet& s : sets) {
+      s.hidden = Buffer(DType::bf16, {M, m.H});
+      sample::fill_normal(s.hidden, rng);
+      Buffer logits(DType::f32, {M, m.E});
+      sample::fill_normal(logits, rng);
+      s.topk_weights = Buffer(DType::f32, {M, m.top_k});
+      s.topk_ids = Buffer(DType::i32, {M, m.top_k});
+      route_topk(config.routing, logits.data_as<float>(), M, m.E, s.topk_weights.data_as<float>(),
+                 s.topk_ids.data_as<int32_t>());
+      s.out = Buffer(DType::bf16, {M, m.H});
+      const std::set<int32_t> touched(s.topk_ids.span<int32_t>().begin(),
+                                      s.topk_ids.span<int32_t>().end());
+      bytes += static_cast<double>(touched.size()) * expert_bytes / R;
+    }
+    auto batch = [](RoutingSet& s) {
+      return RoutedBatch{s.hidden.view(), s.topk_weights.view(), s.topk_ids.view(), s.out.view()};
+    };
+
+    // Numerics first: the cpu backend against the OpenBLAS baseline on set 0.
+    cpu.run(*prepared, config, batch(sets[0]));
+    Buffer cpu_out = sets[0].out.clone();
+    openblas_moe_forward(dense, config, batch(sets[0]));
+    const double err = sample::relative_error(cpu_out, sets[0].out);
+
+    const Ceilings ceil = measure_ceilings();
+    const Timing t = time_rotation(
+        sets, [&](RoutingSet& s) { cpu.run(*prepared, config, batch(s)); }, 1.0, 5, 1000);
+    const Timing blas = time_rotation(
+        sets, [&](RoutingSet& s) { openblas_moe_forward(dense, config, batch(s)); }, 0.5, 3, 1000);
+    std::vector<RoutingSet> one_set(1);
+    one_set[0] = std::move(sets[0]);
+    const Timing emul = time_rotation(
+        one_set, [&](RoutingSet& s) { dense_moe_forward<float>(dense, config, batch(s)); }, 0.0, 1,
+        1);
+
+    const double gbps = bytes / t.median_s / 1e9;
+    const double gflops = 6.0 * tokens * k * static_cast<double>(m.H * m.I) / t.median_s / 1e9;
+    fmt::print(
+        "| {} | {} | {:.0f} ({:.0f}-{:.0f}) | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.0f} | "
+        "{:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.0f} | {:.2f} | {:.1e} |\n",
+        M, R, t.median_s * 1e6, t.p10_s * 1e6, t.p90_s * 1e6, bytes / 1e6, gbps,
+        gbps / ceil.read_gbps, gbps / ceil.copy_gbps, gflops, ceil.read_gbps, ceil.copy_gbps,
+        emul.median_s * 1e6, emul.median_s / t.median_s, blas.median_s * 1e6,
+        blas.median_s / t.median_s, err);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+}  // namespace qmoe::bench
+
+int main(int argc, char** argv) {
+  using namespace qmoe;
+  std::vector<std::string> wanted(argv + 1, argv + argc);
+  fmt::print("cpu backend: ISA {}, {} threads; baseline {}\n", cpu::name(cpu::selected_isa()),
+             cpu::ThreadPool::instance().threads(), bench::openblas_description());
+  for (const bench::Model& m : bench::kModels)
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), m.name) != wanted.end())
+      bench::run_model(m);
+  return 0;
+}
