@@ -1,0 +1,270 @@
+#include "backend/cuda_mma/cuda_mma.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "backend/cuda_mma/expert_gemm.hpp"
+#include "backend/cuda_mma/repack.hpp"
+#include "core/check.hpp"
+#include "cuda/activation.hpp"
+#include "cuda/align.hpp"
+#include "cuda/combine.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/routing.hpp"
+
+namespace qmoe {
+
+namespace {
+
+using cuda_mma::GemmPlan;
+using cuda_mma::GemmProblem;
+using cuda_mma::PackedWeightView;
+
+inline constexpr int64_t kInitialTokens = 256;
+
+// Restores the caller's current device on scope exit.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    QMOE_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (device != previous_) QMOE_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer b(host.size() * sizeof(T));
+  if (!host.empty()) b.upload(host.data(), b.bytes());
+  return b;
+}
+
+struct DeviceWeight {
+  PackedWeightView view;  // pointers into the buffers below
+  DeviceBuffer codes, scale_pairs, zero_pairs, bias, k_source, span_group;
+
+  explicit DeviceWeight(const cuda_mma::PackedWeight& p)
+      : view(p.shape),
+        codes(upload(p.codes)),
+        scale_pairs(upload(p.scale_pairs)),
+        zero_pairs(upload(p.zero_pairs)),
+        bias(upload(p.bias)),
+        k_source(upload(p.k_source)),
+        span_group(upload(p.span_group)) {
+    view.codes = codes.data();
+    view.scale_pairs = scale_pairs.as<uint32_t>();
+    view.zero_pairs = zero_pairs.empty() ? nullptr : zero_pairs.as<uint16_t>();
+    view.bias = bias.empty() ? nullptr : bias.as<float>();
+    view.k_source = k_source.empty() ? nullptr : k_source.as<int32_t>();
+    view.span_group = span_group.empty() ? nullptr : span_group.as<int32_t>();
+  }
+};
+
+// Everything a forward writes besides `out`, sized for `tokens` tokens at any tile size.
+struct Workspace {
+  int64_t tokens = 0;
+  DeviceBuffer topk_weights, topk_ids;  // forward's own routing
+  DeviceBuffer sorted_pair_ids, tile_experts, expert_offsets, padded_total, pair_rows, scratch;
+  DeviceBuffer gemm1_out, activated, gemm2_out;  // 16-bit rows in sorted order
+};
+
+struct CudaMmaExperts final : PreparedExperts {
+  int device = 0;
+  int64_t E = 0, H = 0, I = 0, w13_rows = 0;
+  int top_k = 1;
+  DeviceWeight w13, w2;
+  DeviceBuffer correction_bias;
+  mutable Workspace ws;
+
+  CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
+      : device(device_index),
+        E(experts.num_experts()),
+        H(experts.hidden()),
+        I(experts.intermediate()),
+        w13_rows(experts.w13().N),
+        top_k(config.top_k()),
+        w13(cuda_mma::pack_weight(experts.w13(), "w13")),
+        w2(cuda_mma::pack_weight(experts.w2(), "w2")),
+        correction_bias(upload(config.routing.correction_bias)) {}
+
+  void reserve(int64_t tokens) const {
+    if (tokens <= ws.tokens) return;
+    const int64_t pairs = tokens * top_k;
+    int64_t rows = 0, tiles = 0;
+    size_t scratch = 0;
+    for (int tile : {8, 16, 32, 64}) {
+      const AlignSizes s = align_sizes(pairs, E, tile);
+      rows = std::max(rows, s.max_padded_rows);
+      tiles = std::max(tiles, s.max_tiles);
+      scratch = std::max(scratch, s.workspace_bytes);
+    }
+    Workspace w;
+    w.tokens = tokens;
+    w.topk_weights = DeviceBuffer(size_t(pairs) * sizeof(float));
+    w.topk_ids = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
+    w.sorted_pair_ids = DeviceBuffer(size_t(rows) * sizeof(int32_t));
+    w.tile_experts = DeviceBuffer(size_t(tiles) * sizeof(int32_t));
+    w.expert_offsets = DeviceBuffer(size_t(E + 1) * sizeof(int32_t));
+    w.padded_total = DeviceBuffer(sizeof(int32_t));
+    w.pair_rows = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
+    w.scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
+    w.gemm1_out = DeviceBuffer(size_t(rows * w13_rows) * 2);
+    w.activated = DeviceBuffer(size_t(rows * I) * 2);
+    w.gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
+    // Rows past a tile's last pair are computed but never read; clear them once so that no
+    // kernel ever reads memory nothing wrote.
+    for (DeviceBuffer* b : {&w.gemm1_out, &w.activated, &w.gemm2_out})
+      QMOE_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+    ws = std::move(w);
+  }
+};
+
+void check_on_device(const TensorView& t, const char* what, int device) {
+  check(t.device().kind == DeviceKind::cuda && t.device().index == device,
+        "cuda-mma: {} must be on cuda:{}, got {}", what, device, t.describe());
+  check(t.is_contiguous(), "cuda-mma: {} must be contiguous, got {}", what, t.describe());
+}
+
+class CudaMmaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda-mma"; }
+
+  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
+                                           Device device) const override {
+    check(device.kind == DeviceKind::cuda, "backend 'cuda-mma' runs on a CUDA device, not on {}",
+          to_string(device));
+    check(!config.apply_router_weight_on_input || config.top_k() == 1,
+          "cuda-mma: apply_router_weight_on_input needs top_k 1, got {}", config.top_k());
+    DeviceScope scope(device.index);
+    auto prepared = std::make_unique<CudaMmaExperts>(experts, config, device.index);
+    prepared->reserve(kInitialTokens);
+    return prepared;
+  }
+
+  void run(const PreparedExperts& prepared, const MoEConfig& config,
+           const RoutedBatch& batch) const override {
+    const auto& p = static_cast<const CudaMmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
+                           {&batch.out, "out"},
+                           {&batch.topk_weights, "topk_weights"},
+                           {&batch.topk_ids, "topk_ids"}})
+      check_on_device(*t, what, p.device);
+    const DType dtype = batch.hidden.dtype();
+    check(dtype == DType::bf16 || dtype == DType::f16,
+          "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
+    check(batch.out.dtype() == dtype, "cuda-mma: out must be {} like hidden, got {}",
+          qmoe::name(dtype), qmoe::name(batch.out.dtype()));
+    check(batch.topk_ids.dim(1) == p.top_k, "cuda-mma: prepared for top-{}, got topk_ids {}",
+          p.top_k, batch.topk_ids.describe());
+    p.reserve(batch.hidden.dim(0));
+    run_experts(p, config, batch, static_cast<cudaStream_t>(batch.stream));
+  }
+
+  void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
+               TensorView router_logits, TensorView out, void* stream) const override {
+    const auto& p = static_cast<const CudaMmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    check_on_device(router_logits, "router_logits", p.device);
+    const int64_t M = hidden.dim(0);
+    p.reserve(M);
+    const RoutingParams params = routing_params(
+        config.routing, p.correction_bias.empty() ? nullptr : p.correction_bias.as<float>());
+    route_on_device(config, params, router_logits, p.ws.topk_weights.as<float>(),
+                    p.ws.topk_ids.as<int32_t>(), static_cast<cudaStream_t>(stream));
+    TensorView weights(p.ws.topk_weights.data(), DType::f32, {M, int64_t(p.top_k)},
+                       hidden.device());
+    TensorView ids(p.ws.topk_ids.data(), DType::i32, {M, int64_t(p.top_k)}, hidden.device());
+    run(prepared, config, RoutedBatch{hidden, weights, ids, out, stream});
+  }
+
+ private:
+  static void route_on_device(const MoEConfig& config, const RoutingParams& params,
+                              const TensorView& logits, float* weights, int32_t* ids,
+                              cudaStream_t stream) {
+    validate_routing(params, config.num_experts);
+    QMOE_CUDA_CHECK(route_topk_cuda(params, logits.data_as<const float>(), logits.stride(0),
+                                    logits.dim(0), logits.dim(1), weights, ids, stream));
+  }
+
+  static void run_experts(const CudaMmaExperts& p, const MoEConfig& config,
+                          const RoutedBatch& batch, cudaStream_t stream) {
+    const DType dtype = batch.hidden.dtype();
+    const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
+    const Workspace& ws = p.ws;
+    const int tile_rows = cuda_mma::choose_tile_rows(M, p.top_k, p.E);
+    const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
+    AlignOutputs aligned;
+    aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();
+    aligned.tile_experts = ws.tile_experts.as<int32_t>();
+    aligned.expert_offsets = ws.expert_offsets.as<int32_t>();
+    aligned.padded_total = ws.padded_total.as<int32_t>();
+    aligned.pair_rows = ws.pair_rows.as<int32_t>();
+    QMOE_CUDA_CHECK(align_by_expert_cuda(batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
+                                         nullptr, p.E, tile_rows, ws.scratch.data(),
+                                         ws.scratch.bytes(), aligned, stream));
+
+    GemmProblem g1;
+    g1.w = p.w13.view;
+    g1.a = batch.hidden.data();
+    g1.a_stride = p.H;
+    g1.a_rows_are_tokens = true;
+    g1.top_k = p.top_k;
+    g1.sorted_pair_ids = aligned.sorted_pair_ids;
+    g1.tile_experts = aligned.tile_experts;
+    g1.padded_total = aligned.padded_total;
+    g1.num_pairs = pairs;
+    g1.max_tiles = sizes.max_tiles;
+    g1.topk_weights =
+        config.apply_router_weight_on_input ? batch.topk_weights.data_as<const float>() : nullptr;
+    g1.out = ws.gemm1_out.data();
+    g1.out_stride = p.w13_rows;
+    const GemmPlan plan1 =
+        cuda_mma::plan_gemm(g1.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
+    QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));
+
+    QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
+                                    ws.gemm1_out.data(), p.w13_rows, ws.activated.data(), p.I,
+                                    sizes.max_padded_rows, p.I, aligned.padded_total, stream));
+
+    GemmProblem g2 = g1;
+    g2.w = p.w2.view;
+    g2.a = ws.activated.data();
+    g2.a_stride = p.I;
+    g2.a_rows_are_tokens = false;
+    g2.topk_weights = nullptr;
+    g2.out = ws.gemm2_out.data();
+    g2.out_stride = p.H;
+    const GemmPlan plan2 =
+        cuda_mma::plan_gemm(g2.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
+    QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g2, plan2, dtype, stream));
+
+    const float* combine_weights =
+        config.apply_router_weight_on_input ? nullptr : batch.topk_weights.data_as<const float>();
+    QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
+                                      combine_weights, M, k, p.H, batch.out.data(), p.H, stream));
+  }
+};
+
+}  // namespace
+
+const Backend& cuda_mma_backend() {
+  static const CudaMmaBackend backend;
+  return backend;
+}
+
+void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens) {
+  const auto* p = dynamic_cast<const CudaMmaExperts*>(&prepared);
+  check(p != nullptr, "reserve_cuda_mma_tokens: these experts were not prepared by cuda-mma");
+  DeviceScope scope(p->device);
+  p->reserve(max_tokens);
+}
+
+}  // namespace qmoe

@@ -1,0 +1,59 @@
+#pragma once
+// The grouped expert GEMM of cuda-mma: for every tile of `tile_rows` sorted (token, slot) rows
+// (all of one expert, from align_by_expert_cuda) and every output feature n,
+//   out[row, n] = (router weight) * sum_k W[e, n, k] * a[row', k] (+ bias[e, n])
+// in ONE launch over the flat list of (tile, N tile) work items. Weights in the layout of
+// layout.hpp; fp32 accumulation; `out` in the activation dtype, row = sorted row.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda_mma/layout.hpp"
+#include "qmoe/dtype.hpp"
+
+namespace qmoe::cuda_mma {
+
+struct GemmProblem {
+  PackedWeightView w;
+  // Activation row of sorted row r: a + row * a_stride (elements) with row = pair / top_k when
+  // a_rows_are_tokens (GEMM1 reads hidden), else row = r (GEMM2 reads GEMM1's sorted output).
+  const void* a = nullptr;
+  int64_t a_stride = 0;
+  bool a_rows_are_tokens = true;
+  int top_k = 1;
+  // From the alignment: pair of each sorted row (>= num_pairs = padding), expert of each tile,
+  // and the padded row count (device scalar).
+  const int32_t* sorted_pair_ids = nullptr;
+  const int32_t* tile_experts = nullptr;
+  const int32_t* padded_total = nullptr;
+  int64_t num_pairs = 0;
+  int64_t max_tiles = 0;  // upper bound of padded_total / tile_rows (align_sizes)
+  // Optional: multiply each row's product by its router weight before the bias (the
+  // apply-router-weight-on-input form, where GEMM1 carries the weight).
+  const float* topk_weights = nullptr;
+  void* out = nullptr;
+  int64_t out_stride = 0;
+};
+
+// How one launch splits the work; chosen by plan_gemm from the problem and the device.
+struct GemmPlan {
+  int tile_rows = 8;       // tokens per tile (the mma's N times 1, 2, 4 or 8)
+  int strips_per_cta = 8;  // 16-row weight strips of one work item
+  int warps_k = 1;         // warps splitting K inside a work item (8 / strips_per_cta)
+  int grid = 0;            // persistent CTAs
+};
+
+// Tokens per tile for M tokens routed top-k over E experts: the smallest of 8, 16, 32, 64 that
+// is rarely more than 90% full, so small batches do not pay for empty tile rows.
+int choose_tile_rows(int64_t M, int top_k, int64_t E);
+
+// Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
+// whole waves (decode: split K across warps rather than leave SMs idle), and the grid.
+GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
+                   int64_t max_tiles, DType dtype);
+
+// One launch; dtype bf16 or f16 (one instantiation unit each).
+cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,
+                               cudaStream_t stream);
+
+}  // namespace qmoe::cuda_mma

@@ -1,0 +1,143 @@
+#pragma once
+// Small named wrappers around the PTX the expert GEMM needs, and the in-register dequantization
+// of the codes of one mma step (layout.hpp says which code sits where).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace qmoe::cuda_mma {
+
+// Weights are read once per forward: keep them out of L1 so activations stay there.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// (a & b) | c in one instruction.
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+template <class T>
+struct MmaType;
+
+template <>
+struct MmaType<__nv_bfloat16> {
+  // 128 as bf16: its ulp is 1, so OR-ing a code c < 128 into the mantissa gives exactly 128 + c.
+  static constexpr uint32_t kMagic = 0x4300;
+  __device__ static __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ uint32_t sub2(uint32_t a, uint32_t b) {
+    __nv_bfloat162 r =
+        __hsub2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
+  __device__ static __forceinline__ __nv_bfloat16 from_float(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+
+template <>
+struct MmaType<__half> {
+  // 1024 as f16: ulp 1 up to 2048, so 1024 + c is exact for every 4 or 8-bit code.
+  static constexpr uint32_t kMagic = 0x6400;
+  __device__ static __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ uint32_t sub2(uint32_t a, uint32_t b) {
+    __half2 r = __hsub2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
+  __device__ static __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
+};
+
+// What to subtract from the magic-biased codes of rows g (lo) and g + 8 (hi): magic + zero,
+// as a 16-bit pair, or (int8 into bf16) as a float 2^23 + zero.
+struct ZeroOffsets {
+  uint32_t lo, hi;
+  float flo, fhi;
+};
+
+template <class T, int BITS>
+__device__ __forceinline__ ZeroOffsets zero_offsets(uint32_t z_lo, uint32_t z_hi) {
+  ZeroOffsets z;
+  z.lo = (MmaType<T>::kMagic + z_lo) * 0x10001u;
+  z.hi = (MmaType<T>::kMagic + z_hi) * 0x10001u;
+  z.flo = 8388608.0f + float(z_lo);
+  z.fhi = 8388608.0f + float(z_hi);
+  return z;
+}
+
+// Codes of one step -> the A fragment (code - zero) as exact small integers in T. The scale is
+// applied later, in fp32, to the accumulator of each group.
+template <class T, int BITS>
+struct Dequant;
+
+template <class T>
+struct Dequant<T, 4> {
+  // word: nibble i and 4 + i are the two codes of register i (layout.hpp).
+  __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
+                                              uint32_t a[4]) {
+    const uint32_t w = words[0];
+    constexpr uint32_t magic = MmaType<T>::kMagic * 0x10001u;
+    a[0] = MmaType<T>::sub2(and_or(w, 0x000f000fu, magic), z.lo);
+    a[1] = MmaType<T>::sub2(and_or(w >> 4, 0x000f000fu, magic), z.hi);
+    a[2] = MmaType<T>::sub2(and_or(w >> 8, 0x000f000fu, magic), z.lo);
+    a[3] = MmaType<T>::sub2(and_or(w >> 12, 0x000f000fu, magic), z.hi);
+  }
+};
+
+template <>
+struct Dequant<__half, 8> {
+  // byte_perm places a code under the f16 exponent of 1024: [c0, 0x64, c1, 0x64].
+  __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
+                                              uint32_t a[4]) {
+    a[0] = MmaType<__half>::sub2(__byte_perm(words[0], 0x64646464u, 0x4140), z.lo);
+    a[1] = MmaType<__half>::sub2(__byte_perm(words[0], 0x64646464u, 0x4342), z.hi);
+    a[2] = MmaType<__half>::sub2(__byte_perm(words[1], 0x64646464u, 0x4140), z.lo);
+    a[3] = MmaType<__half>::sub2(__byte_perm(words[1], 0x64646464u, 0x4342), z.hi);
+  }
+};
+
+template <>
+struct Dequant<__nv_bfloat16, 8> {
+  // bf16 has 8 significant bits, too few for 128 + c: go through fp32, where 2^23 + c is exact.
+  __device__ static __forceinline__ uint32_t pair(uint32_t word, int byte, float zero) {
+    const float lo = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540 | byte)) - zero;
+    const float hi = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540 | (byte + 1))) - zero;
+    __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
+  __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
+                                              uint32_t a[4]) {
+    a[0] = pair(words[0], 0, z.flo);
+    a[1] = pair(words[0], 2, z.fhi);
+    a[2] = pair(words[1], 0, z.flo);
+    a[3] = pair(words[1], 2, z.fhi);
+  }
+};
+
+// A (lo = row g, hi = row g + 8) pair of 16-bit scales -> fp32.
+__device__ __forceinline__ float2 unpack_scales(uint32_t pair, bool bf16) {
+  if (bf16) return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
+}
+
+}  // namespace qmoe::cuda_mma

@@ -1,0 +1,406 @@
+// cuda-mma against the float64 reference (tests/support/moe_case.hpp) on fresh random data.
+//
+// Bounds, normalized error ||out - ref|| / ||ref||: the codes enter the mma as exact integers
+// and accumulate in fp32, so the error comes from the four roundings to the activation dtype
+// (GEMM1 out, activation out, GEMM2 out, final out) plus 16-bit scales. Each rounding is a
+// relative error of at most 2^-9 (bf16) or 2^-12 (f16) per element, about a third of that in rms,
+// so four of them land near 2.5e-3 (bf16) and 3e-4 (f16). Bounds: 1e-2 and 2e-3. A wrong group,
+// zero point, permutation or bias gives errors of order 1e-1 and more.
+//
+// The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
+// every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
+// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32, 64
+// rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
+// multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cuda_mma/cuda_mma.hpp"
+#include "cuda/device.hpp"
+#include "cuda/device_buffer.hpp"
+#include "qmoe/error.hpp"
+#include "qmoe/moe.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+using test::CaseSpec;
+
+constexpr Device kGpu{DeviceKind::cuda, 0};
+
+QuantScheme scheme(int bits, int group, bool zp = false, bool act_order = false) {
+  return QuantScheme{.bits = bits,
+                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = group,
+                     .act_order = act_order};
+}
+
+double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
+
+// A host buffer's bytes on the GPU, viewed with the same shape.
+struct OnDevice {
+  DeviceBuffer memory;
+  TensorView view;
+  explicit OnDevice(const Buffer& host) : memory(size_t(host.nbytes())) {
+    memory.upload(host.data(), memory.bytes());
+    view = TensorView(memory.data(), host.dtype(), host.shape(), kGpu);
+  }
+};
+
+Buffer download(const OnDevice& d, DType dtype, int64_t rows, int64_t cols) {
+  Buffer host(dtype, {rows, cols});
+  d.memory.download(host.data(), size_t(host.nbytes()));
+  return host;
+}
+
+// Poisoned output (all bits set: NaN in bf16 and f16) so an unwritten element fails the check.
+OnDevice poisoned_output(DType dtype, int64_t M, int64_t H) {
+  Buffer host(dtype, {M, H});
+  std::memset(host.data(), 0xff, size_t(host.nbytes()));
+  return OnDevice(host);
+}
+
+class CudaMma : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+  }
+};
+
+struct Scenario {
+  const char* name;
+  CaseSpec spec;
+};
+void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
+
+class CudaMmaMatchesReference : public CudaMma, public testing::WithParamInterface<Scenario> {};
+
+TEST_P(CudaMmaMatchesReference, WithinDtypeBound) {
+  const CaseSpec& spec = GetParam().spec;
+  test::MoECase c = test::make_case(spec);
+  MoE moe(c.config, *c.experts, "cuda-mma", kGpu);
+  OnDevice hidden(c.hidden), weights(c.topk_weights), ids(c.topk_ids);
+  OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
+  moe.forward_routed(hidden.view, weights.view, ids.view, out.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const Buffer result = download(out, spec.act_dtype, spec.M, spec.H);
+  EXPECT_LT(test::relative_error(result, c.reference), bound_for(spec.act_dtype));
+}
+
+constexpr DType bf16 = DType::bf16, f16 = DType::f16;
+constexpr Activation gelu = Activation::gelu, swigluoai = Activation::swigluoai,
+                     relu2 = Activation::relu2_no_mul, gelu_tanh = Activation::gelu_tanh;
+
+INSTANTIATE_TEST_SUITE_P(
+    Schemes, CudaMmaMatchesReference,
+    testing::Values(
+        // int4 g128 symmetric, the headline scheme, over the batch sizes and tile sizes.
+        Scenario{"int4_g128_m1_e8_top2",
+                 {.E = 8,
+                  .H = 256,
+                  .I = 384,
+                  .M = 1,
+                  .top_k = 2,
+                  .scheme = scheme(4, 128),
+                  .act_dtype = bf16}},
+        Scenario{"int4_g128_m2_e128_top8",
+                 {.E = 128,
+                  .H = 384,
+                  .I = 128,
+                  .M = 2,
+                  .top_k = 8,
+                  .scheme = scheme(4, 128),
+                  .act_dtype = bf16}},
+        Scenario{"int4_g128_m16_e60_top6_f16",
+                 {.E = 60,
+                  .H = 256,
+                  .I = 256,
+                  .M = 16,
+                  .top_k = 6,
+                  .scheme = scheme(4, 128),
+                  .act_dtype = f16}},
+        Scenario{"int4_g128_m128_e8_top2_tile64",
+                 {.E = 8,
+                  .H = 256,
+                  .I = 128,
+                  .M = 128,
+                  .top_k = 2,
+                  .scheme = scheme(4, 128),
+                  .act_dtype = bf16}},
+        Scenario{"int4_g128_m4096_e8_top1_bias",
+                 {.E = 8,
+                  .H = 128,
+                  .I = 128,
+                  .M = 4096,
+                  .top_k = 1,
+                  .scheme = scheme(4, 128),
+                  .bias = true,
+                  .act_dtype = bf16}},
+        // asymmetric int4, odd H / I (multiples of 32 but not of 128)
+        Scenario{"int4_g32_asym_m7_e256_top8",
+                 {.E = 256,
+                  .H = 160,
+                  .I = 96,
+                  .M = 7,
+                  .top_k = 8,
+                  .scheme = scheme(4, 32, true),
+                  .act_dtype = bf16}},
+        Scenario{"int4_g64_asym_m33_e60_top6_f16_gelu",
+                 {.E = 60,
+                  .H = 192,
+                  .I = 320,
+                  .M = 33,
+                  .top_k = 6,
+                  .scheme = scheme(4, 64, true),
+                  .activation = gelu,
+                  .act_dtype = f16}},
+        Scenario{"int4_g128_asym_m1000_e60_top2_bias",
+                 {.E = 60,
+                  .H = 128,
+                  .I = 256,
+                  .M = 1000,
+                  .top_k = 2,
+                  .scheme = scheme(4, 128, true),
+                  .bias = true,
+                  .act_dtype = bf16}},
+        Scenario{"int4_g32_sym_m16_e8_top2_tile32",
+                 {.E = 8,
+                  .H = 224,
+                  .I = 96,
+                  .M = 16,
+                  .top_k = 2,
+                  .scheme = scheme(4, 32),
+                  .act_dtype = bf16}},
+        // channelwise: K not a multiple of 32 or 16, padded inside the layout
+        Scenario{"int4_channelwise_m2_e8_top2_odd_k",
+                 {.E = 8,
+                  .H = 200,
+                  .I = 72,
+                  .M = 2,
+                  .top_k = 2,
+                  .scheme = scheme(4, kChannelwise),
+                  .act_dtype = bf16}},
+        Scenario{"int4_channelwise_asym_m33_e128_top8_f16",
+                 {.E = 128,
+                  .H = 136,
+                  .I = 40,
+                  .M = 33,
+                  .top_k = 8,
+                  .scheme = scheme(4, kChannelwise, true),
+                  .act_dtype = f16}},
+        // act-order: per-expert K permutation, activations gathered at run time
+        Scenario{"int4_act_order_g32_m7_e8_top2",
+                 {.E = 8,
+                  .H = 128,
+                  .I = 96,
+                  .M = 7,
+                  .top_k = 2,
+                  .scheme = scheme(4, 32, false, true),
+                  .act_dtype = bf16}},
+        Scenario{"int4_act_order_g64_asym_m128_e60_top6_f16_bias",
+                 {.E = 60,
+                  .H = 192,
+                  .I = 128,
+                  .M = 128,
+                  .top_k = 6,
+                  .scheme = scheme(4, 64, true, true),
+                  .bias = true,
+                  .act_dtype = f16}},
+        // int8
+        Scenario{"int8_g128_m1_e256_top8",
+                 {.E = 256,
+                  .H = 256,
+                  .I = 128,
+                  .M = 1,
+                  .top_k = 8,
+                  .scheme = scheme(8, 128),
+                  .act_dtype = bf16}},
+        Scenario{"int8_g128_m1000_e8_top2_f16",
+                 {.E = 8,
+                  .H = 128,
+                  .I = 128,
+                  .M = 1000,
+                  .top_k = 2,
+                  .scheme = scheme(8, 128),
+                  .act_dtype = f16}},
+        Scenario{"int8_g32_asym_m33_e60_top6_bias",
+                 {.E = 60,
+                  .H = 96,
+                  .I = 160,
+                  .M = 33,
+                  .top_k = 6,
+                  .scheme = scheme(8, 32, true),
+                  .bias = true,
+                  .act_dtype = bf16}},
+        Scenario{"int8_channelwise_asym_m16_e128_top8_f16",
+                 {.E = 128,
+                  .H = 200,
+                  .I = 56,
+                  .M = 16,
+                  .top_k = 8,
+                  .scheme = scheme(8, kChannelwise, true),
+                  .act_dtype = f16}},
+        Scenario{"int8_act_order_g64_m7_e8_top2",
+                 {.E = 8,
+                  .H = 192,
+                  .I = 128,
+                  .M = 7,
+                  .top_k = 2,
+                  .scheme = scheme(8, 64, false, true),
+                  .act_dtype = bf16}},
+        Scenario{"int8_g64_m4096_e8_top2_tile64",
+                 {.E = 8,
+                  .H = 64,
+                  .I = 64,
+                  .M = 4096,
+                  .top_k = 2,
+                  .scheme = scheme(8, 64),
+                  .act_dtype = bf16}},
+        // activations and the router weight on the input side
+        Scenario{"int4_g64_swigluoai_bias_m7_e8_top2",
+                 {.E = 8,
+                  .H = 128,
+                  .I = 64,
+                  .M = 7,
+                  .top_k = 2,
+                  .scheme = scheme(4, 64),
+                  .activation = swigluoai,
+                  .bias = true,
+                  .act_dtype = bf16}},
+        Scenario{"int4_g32_relu2_no_mul_top1_on_input",
+                 {.E = 8,
+                  .H = 96,
+                  .I = 64,
+                  .M = 33,
+                  .top_k = 1,
+                  .scheme = scheme(4, 32),
+                  .activation = relu2,
+                  .act_dtype = bf16,
+                  .router_weight_on_input = true}},
+        Scenario{"int8_g128_gelu_tanh_m2_e60_top1_f16",
+                 {.E = 60,
+                  .H = 256,
+                  .I = 128,
+                  .M = 2,
+                  .top_k = 1,
+                  .scheme = scheme(8, 128),
+                  .activation = gelu_tanh,
+                  .act_dtype = f16}}),
+    [](const testing::TestParamInfo<Scenario>& p) { return std::string(p.param.name); });
+
+// The whole forward (GPU routing included) against the reference routed on the CPU: the GPU
+// router selects bit-for-bit the same experts (src/cuda/routing.hpp).
+TEST_F(CudaMma, ForwardWithGpuRoutingMatchesReference) {
+  const CaseSpec spec{.E = 60,
+                      .H = 256,
+                      .I = 128,
+                      .M = 33,
+                      .top_k = 6,
+                      .scheme = scheme(4, 128),
+                      .act_dtype = DType::bf16,
+                      .seed = 7};
+  test::MoECase c = test::make_case(spec);
+  MoE moe(c.config, *c.experts, "cuda-mma", kGpu);
+  OnDevice hidden(c.hidden), logits(c.router_logits);
+  OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
+  moe.forward(hidden.view, logits.view, out.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_LT(test::relative_error(download(out, spec.act_dtype, spec.M, spec.H), c.reference),
+            bound_for(spec.act_dtype));
+}
+
+// K splits across warps are reduced in a fixed order: the same input gives the same bits.
+TEST_F(CudaMma, RepeatedForwardsAreBitwiseEqual) {
+  const CaseSpec spec{.E = 8,
+                      .H = 512,
+                      .I = 1024,
+                      .M = 3,
+                      .top_k = 2,
+                      .scheme = scheme(4, 128),
+                      .act_dtype = DType::bf16,
+                      .seed = 11};
+  test::MoECase c = test::make_case(spec);
+  MoE moe(c.config, *c.experts, "cuda-mma", kGpu);
+  OnDevice hidden(c.hidden), weights(c.topk_weights), ids(c.topk_ids);
+  OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
+  moe.forward_routed(hidden.view, weights.view, ids.view, out.view);
+  const Buffer first = download(out, spec.act_dtype, spec.M, spec.H);
+  for (int i = 0; i < 3; ++i) {
+    moe.forward_routed(hidden.view, weights.view, ids.view, out.view);
+    const Buffer again = download(out, spec.act_dtype, spec.M, spec.H);
+    ASSERT_EQ(std::memcmp(first.data(), again.data(), size_t(first.nbytes())), 0) << "run " << i;
+  }
+}
+
+// A forward captured in a CUDA graph (workspace reserved beforehand) replays correctly.
+TEST_F(CudaMma, ForwardIsGraphCapturable) {
+  const CaseSpec spec{.E = 128,
+                      .H = 256,
+                      .I = 128,
+                      .M = 5,
+                      .top_k = 8,
+                      .scheme = scheme(4, 64),
+                      .act_dtype = DType::bf16,
+                      .seed = 13};
+  test::MoECase c = test::make_case(spec);
+  const Backend* backend = find_backend("cuda-mma");
+  ASSERT_NE(backend, nullptr);
+  auto prepared = backend->prepare(*c.experts, c.config, kGpu);
+  reserve_cuda_mma_tokens(*prepared, spec.M);
+  OnDevice hidden(c.hidden), logits(c.router_logits);
+  OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  backend->forward(*prepared, c.config, hidden.view, logits.view, out.view, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_LT(test::relative_error(download(out, spec.act_dtype, spec.M, spec.H), c.reference),
+            bound_for(spec.act_dtype));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {
+  test::MoECase c =
+      test::make_case({.E = 4, .H = 64, .I = 64, .M = 2, .top_k = 2, .scheme = scheme(4, 32)});
+  EXPECT_THROW(MoE(c.config, *c.experts, "cuda-mma", Device{}), Error);
+  test::MoECase mx =
+      test::make_case({.E = 4,
+                       .H = 64,
+                       .I = 64,
+                       .M = 2,
+                       .top_k = 2,
+                       .scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32},
+                       .activation = Activation::swigluoai});
+  EXPECT_THROW(MoE(mx.config, *mx.experts, "cuda-mma", kGpu), Error);
+}
+
+TEST_F(CudaMma, RejectsF32Activations) {
+  const CaseSpec spec{.E = 4,
+                      .H = 64,
+                      .I = 64,
+                      .M = 2,
+                      .top_k = 2,
+                      .scheme = scheme(4, 32),
+                      .act_dtype = DType::f32};
+  test::MoECase c = test::make_case(spec);
+  MoE moe(c.config, *c.experts, "cuda-mma", kGpu);
+  OnDevice hidden(c.hidden), weights(c.topk_weights), ids(c.topk_ids);
+  OnDevice out = poisoned_output(DType::f32, spec.M, spec.H);
+  EXPECT_THROW(moe.forward_routed(hidden.view, weights.view, ids.view, out.view), Error);
+}
+
+}  // namespace
+}  // namespace qmoe
