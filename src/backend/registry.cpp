@@ -1,6 +1,9 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/emulation/emulation.hpp"
+#ifdef QMOE_WITH_CUDA
+#include "backend/cuda_mma/cuda_mma.hpp"
+#endif
 
 namespace qmoe {
 
@@ -9,6 +12,9 @@ const std::vector<const Backend*>& built_backends() {
   static const std::vector<const Backend*> backends{
       &emulation_backend(),
       &cpu_backend(),
+#ifdef QMOE_WITH_CUDA
+      &cuda_mma_backend(),
+#endif
   };
   return backends;
 }
