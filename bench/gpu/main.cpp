@@ -191,16 +191,24 @@ int run(const Options& o) {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
 
-  std::vector<std::string> json_lines;
-  json_lines.push_back(
-      nlohmann::json{{"device", device.name},
-                     {"sm", fmt::format("{}.{}", device.sm_major, device.sm_minor)},
-                     {"sms", device.sm_count},
-                     {"cuda_driver", driver},
-                     {"date", date},
-                     {"copy_GBps", ceilings.copy_bytes_per_s / 1e9},
-                     {"bf16_TFLOPs", ceilings.bf16_flops_per_s / 1e12}}
-          .dump());
+  // JSON lines go out as rows finish, so a run cut short still leaves every finished row.
+  std::FILE* json = o.json_path.empty() ? stdout : std::fopen(o.json_path.c_str(), "w");
+  if (!json) throw Error(fmt::format("cannot write {}", o.json_path));
+  std::vector<std::string> json_lines;  // printed after the table when there is no --json file
+  auto record = [&](const std::string& line) {
+    json_lines.push_back(line);
+    if (json == stdout) return;
+    fmt::print(json, "{}\n", line);
+    std::fflush(json);
+  };
+  record(nlohmann::json{{"device", device.name},
+                        {"sm", fmt::format("{}.{}", device.sm_major, device.sm_minor)},
+                        {"sms", device.sm_count},
+                        {"cuda_driver", driver},
+                        {"date", date},
+                        {"copy_GBps", ceilings.copy_bytes_per_s / 1e9},
+                        {"bf16_TFLOPs", ceilings.bf16_flops_per_s / 1e12}}
+             .dump());
   fmt::print("device {} (sm {}.{}, {} SMs), driver {}, {}\n", device.name, device.sm_major,
              device.sm_minor, device.sm_count, driver, date);
   fmt::print(
@@ -258,7 +266,7 @@ int run(const Options& o) {
         row.route_align_us = route_align_us;
         print_row(row);
         std::fflush(stdout);
-        json_lines.push_back(json_row(row, s, ceilings));
+        record(json_row(row, s, ceilings));
       };
       if (std::find(o.backends.begin(), o.backends.end(), kBaseline) != o.backends.end()) {
         const CublasMoE baseline(handle, s, experts, M * s.k);
@@ -295,14 +303,11 @@ int run(const Options& o) {
   QMOE_CUBLAS_CHECK(cublasDestroy(handle));
   QMOE_CUDA_CHECK(cudaStreamDestroy(stream));
 
-  if (o.json_path.empty()) {
+  if (json == stdout) {
     fmt::print("\n");
     for (const std::string& line : json_lines) fmt::print("{}\n", line);
   } else {
-    std::FILE* f = std::fopen(o.json_path.c_str(), "w");
-    if (!f) throw Error(fmt::format("cannot write {}", o.json_path));
-    for (const std::string& line : json_lines) fmt::print(f, "{}\n", line);
-    std::fclose(f);
+    std::fclose(json);
   }
   return 0;
 }
