@@ -1,0 +1,85 @@
+// Every instantiation of the tile kernel (each ISA this CPU runs x 4/8 bits x zero points or not
+// x every token count per call) against a float64 dot product of the canonical weight, on one
+// packed pair of panels. Bound: f32 FMA accumulation over K = 96 plus the one-FMA dequantization
+// (q*s - z*s, <= 2 ulp per weight) stays below 1e-5 of the row's sum of |w x|; a wrong nibble,
+// scale, zero or token would be off by far more.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/isa.hpp"
+#include "backend/cpu/packed_weight.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe::cpu {
+namespace {
+
+struct KernelCase {
+  Isa isa;
+  int bits;
+  bool zero_points;
+};
+
+void PrintTo(const KernelCase& c, std::ostream* os) {
+  *os << name(c.isa) << " int" << c.bits << (c.zero_points ? " zp" : " sym");
+}
+
+class TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
+
+TEST_P(TileKernelMatchesDot, EveryTokenCount) {
+  const auto [isa, bits, zero_points] = GetParam();
+  const int64_t N = 2 * kPanelRows - 3, K = 96;  // three padding rows in the second panel
+  std::mt19937_64 rng(bits * 10 + zero_points);
+  const QuantScheme scheme{.bits = bits,
+                           .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
+                           .group_size = 32};
+  const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
+  const PackedMatrix packed =
+      pack_weight(w, "w", 2, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
+  const TileKernel kernel = tile_kernel(isa);
+
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(kMaxTileTokens * K));
+  for (float& v : x) v = normal(rng);
+  std::vector<const float*> rows;
+  for (int t = 0; t < kMaxTileTokens; ++t) rows.push_back(x.data() + t * K);
+
+  for (int tokens = 1; tokens <= kernel.max_tokens; ++tokens) {
+    std::vector<float> out(static_cast<size_t>(tokens * kTileRows), NAN);
+    kernel.run(
+        packed.format,
+        PanelTile{{packed.panel(0, 0), packed.panel(0, 1)}, rows.data(), tokens, out.data()});
+    for (int t = 0; t < tokens; ++t) {
+      for (int64_t n = 0; n < kTileRows; ++n) {
+        double dot = 0, magnitude = 0;
+        for (int64_t k = 0; n < N && k < K; ++k) {
+          dot += double(w.dequant(0, n, k)) * x[t * K + k];
+          magnitude += std::abs(double(w.dequant(0, n, k)) * x[t * K + k]);
+        }
+        EXPECT_NEAR(out[t * kTileRows + n], dot, 1e-5 * magnitude + 1e-30)
+            << "tokens " << tokens << ", token " << t << ", row " << n;
+      }
+    }
+  }
+}
+
+std::vector<KernelCase> kernel_cases() {
+  std::vector<KernelCase> cases;
+  for (Isa isa : supported_isas())
+    for (int bits : {4, 8})
+      for (bool zp : {false, true}) cases.push_back({isa, bits, zp});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, TileKernelMatchesDot, testing::ValuesIn(kernel_cases()),
+                         [](const testing::TestParamInfo<KernelCase>& p) {
+                           return std::string(name(p.param.isa)) + "_int" +
+                                  std::to_string(p.param.bits) +
+                                  (p.param.zero_points ? "_zp" : "_sym");
+                         });
+
+}  // namespace
+}  // namespace qmoe::cpu
