@@ -28,7 +28,8 @@ struct DeviceDesc {
 
   Device device() const { return Device{kind, index}; }
   bool has(CpuFeature f) const;
-  std::string to_string() const;  // name plus the facts that matter: "h100 (sm_90, 132 SMs)"
+  // name plus the facts that matter: "h100 (described; sm_90, 132 SMs)"
+  std::string to_string() const;
 };
 
 // The CPU this process runs on, with the features it really has.

@@ -93,6 +93,7 @@ void Buffer::Free::operator()(std::byte* p) const { std::free(p); }
 int64_t Buffer::numel() const { return rank_ == 0 && !bytes_ ? 0 : product(shape_, rank_); }
 
 Buffer Buffer::clone() const {
+  if (empty()) return {};  // an absent tensor (no zeros, no bias) stays absent
   Buffer copy(dtype_, shape());
   if (bytes_) std::memcpy(copy.data(), data(), static_cast<size_t>(nbytes()));
   return copy;

@@ -25,13 +25,17 @@ bool DeviceDesc::has(CpuFeature f) const {
 }
 
 std::string DeviceDesc::to_string() const {
+  const char* origin = described ? "described; " : "";
   if (kind == DeviceKind::cpu) {
     std::string features;
     for (CpuFeature f : cpu_features)
       features += fmt::format("{}{}", features.empty() ? "" : ", ", qmoe::name(f));
-    return fmt::format("{} ({})", name, features.empty() ? "no x86-64 features" : features);
+    return fmt::format("{} ({}{})", name, origin,
+                       features.empty() ? "no x86-64 features" : features);
   }
-  std::string text = fmt::format("{} (cuda:{}, sm_{}", name, index, compute_capability);
+  std::string text = fmt::format("{} ({}", name, origin);
+  if (!described) text += fmt::format("cuda:{}, ", index);
+  text += fmt::format("sm_{}", compute_capability);
   if (multiprocessors > 0) text += fmt::format(", {} SMs", multiprocessors);
   return text + ")";
 }

@@ -45,7 +45,7 @@ std::string accepted_forms() {
 DeviceDesc described_cpu(std::string_view list) {
   DeviceDesc d;
   d.kind = DeviceKind::cpu;
-  d.name = fmt::format("cpu:{} (described)", list);
+  d.name = fmt::format("cpu:{}", list);
   d.described = true;
   while (!list.empty()) {
     const size_t comma = list.find(',');
@@ -69,7 +69,7 @@ DeviceDesc described_cpu(std::string_view list) {
 DeviceDesc described_gpu(std::string name, int compute_capability, int multiprocessors) {
   DeviceDesc d;
   d.kind = DeviceKind::cuda;
-  d.name = std::move(name) + " (described)";
+  d.name = std::move(name);
   d.described = true;
   d.compute_capability = compute_capability;
   d.multiprocessors = multiprocessors;

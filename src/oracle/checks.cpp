@@ -39,13 +39,13 @@ Reason check_written(const BackendDescriptor& b, const LayerDesc&, const DeviceD
 Reason check_device_kind(const BackendDescriptor& b, const LayerDesc&, const DeviceDesc& d) {
   if (b.device == d.kind) return std::nullopt;
   return fmt::format("runs on {}, not on {}", b.device == DeviceKind::cpu ? "the CPU" : "CUDA GPUs",
-                     d.to_string());
+                     d.name);
 }
 
 Reason check_cpu_features(const BackendDescriptor& b, const LayerDesc&, const DeviceDesc& d) {
   if (d.kind != DeviceKind::cpu) return std::nullopt;
   for (CpuFeature f : b.cpu_features)
-    if (!d.has(f)) return fmt::format("needs a CPU with {}; {} lacks it", name(f), d.to_string());
+    if (!d.has(f)) return fmt::format("needs a CPU with {}; {} lacks it", name(f), d.name);
   return std::nullopt;
 }
 
@@ -61,7 +61,7 @@ Reason check_compute_capability(const BackendDescriptor& b, const LayerDesc&, co
                           ? fmt::format("{} or newer", cc_name(b.min_compute_capability))
                           : fmt::format("{}..{}", cc_name(b.min_compute_capability),
                                         cc_name(b.max_compute_capability));
-  return fmt::format("needs compute capability {}; {} is {}", range, d.to_string(), cc_name(cc));
+  return fmt::format("needs compute capability {}; {} is {}", range, d.name, cc_name(cc));
 }
 
 // One weight's scheme against the descriptor; `what` is "w13", "w2" or "weights" (both alike).

@@ -1,0 +1,153 @@
+// `qmoe explain` end to end: the CLI run on a checkpoint written by write_checkpoint and on layers
+// described by flags, its JSON compared with what the oracle itself answers.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include "backend/backend.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "qmoe/error.hpp"
+#include "qmoe/oracle.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+struct CliRun {
+  int status = 0;
+  std::string out;  // stdout and stderr
+};
+
+CliRun run_cli(const std::string& args) {
+  const std::string command = std::string(QMOE_CLI) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw Error("cannot run " + command);
+  CliRun r;
+  std::array<char, 4096> chunk{};
+  size_t n = 0;
+  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) r.out.append(chunk.data(), n);
+  r.status = pclose(pipe);
+  return r;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = run_cli(args + " --json");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+// A two-layer GPTQ int4 g32 checkpoint in a fresh temporary directory.
+class ExplainCheckpoint : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("qmoe_explain_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    const test::CaseSpec spec{.E = 4,
+                              .H = 64,
+                              .I = 32,
+                              .M = 1,
+                              .top_k = 2,
+                              .scheme = QuantScheme{.bits = 4, .group_size = 32}};
+    test::CaseSpec other = spec;
+    other.seed = 2;
+    const test::MoECase a = test::make_case(spec), b = test::make_case(other);
+    config_ = a.config;
+    std::vector<QuantizedExperts> layers;
+    layers.push_back(a.experts->clone());
+    layers.push_back(b.experts->clone());
+    // f32 scales: the quantizer's scales are not all representable in f16.
+    write_checkpoint(dir_, config_, layers, WriteOptions{.scale_dtype = DType::f32});
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  MoEConfig config_;
+};
+
+TEST_F(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
+  const nlohmann::json j = run_json("explain " + dir_.string());
+  ASSERT_EQ(j["groups"].size(), 1u);
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_EQ(g["layers"], nlohmann::json({0, 1}));
+  const Selection expected =
+      select(describe(QuantScheme{.bits = 4, .group_size = 32}, config_), host_cpu());
+  EXPECT_EQ(g["chosen"], expected.backend);
+  ASSERT_EQ(g["backends"].size(), expected.verdicts.size());
+  for (size_t i = 0; i < expected.verdicts.size(); ++i) {
+    EXPECT_EQ(g["backends"][i]["name"], expected.verdicts[i].backend);
+    EXPECT_EQ(g["backends"][i]["reason"], expected.verdicts[i].reason);
+  }
+}
+
+TEST_F(ExplainCheckpoint, AnswersForAHandDescribedGpu) {
+  const nlohmann::json j = run_json("explain " + dir_.string() + " --device h100 --dtype bf16");
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_EQ(j["device"]["compute_capability"], 90);
+  if (find_backend("cuda-mma")) {
+    EXPECT_EQ(g["chosen"], "cuda-mma");
+  } else {
+    EXPECT_TRUE(g["chosen"].is_null());
+    EXPECT_NE(g["error"].get<std::string>().find("cuda-mma: not built into this qmoe"),
+              std::string::npos);
+  }
+}
+
+TEST_F(ExplainCheckpoint, LayerFlagsAndADirectoryDoNotMix) {
+  const CliRun r = run_cli("explain " + dir_.string() + " --experts 4");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("not both"), std::string::npos) << r.out;
+}
+
+TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
+  const CliRun r = run_cli(
+      "explain --experts 8 --hidden 256 --intermediate 128 --device cpu:generic "
+      "--backend emulation");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("emulation   chosen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu         rejected  needs a CPU with x86-64"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("cuda-wgmma  rejected  kernel not written yet"), std::string::npos) << r.out;
+}
+
+TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
+  const nlohmann::json j =
+      run_json("explain --experts 8 --hidden 256 --intermediate 128 --mxfp4 --backend cpu");
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_TRUE(g["chosen"].is_null());
+  EXPECT_NE(g["error"].get<std::string>().find("Backends that would: emulation"),
+            std::string::npos);
+}
+
+TEST(ExplainFlags, ShardsAreJudgedAsRankZeroSees) {
+  const nlohmann::json j = run_json(
+      "explain --experts 8 --hidden 256 --intermediate 128 --group 32 --act-order --tp 2 "
+      "--device cpu:avx2,fma");
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_EQ(g["shard"]["tp"], 2);
+  // The act-order w2 shard keeps full-K scales: the cpu backend declares it cannot run that.
+  bool seen = false;
+  for (const nlohmann::json& b : g["backends"]) {
+    if (b["name"] != "cpu") continue;
+    seen = true;
+    EXPECT_NE(b["reason"].get<std::string>().find("act-order shard split on K"), std::string::npos);
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(ExplainFlags, UnshardableTpIsAnErrorListingTheSizesThatWork) {
+  const CliRun r = run_cli(
+      "explain --experts 8 --hidden 256 --intermediate 96 --group 32 "
+      "--tp 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("TP sizes that work: 1, 3"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace qmoe

@@ -1,0 +1,223 @@
+// `qmoe explain`: which backend the oracle picks for a checkpoint's MoE layers (or a layer
+// described by flags) on a device, and why each other backend was rejected. Table or --json.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "core/check.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "qmoe/oracle.hpp"
+#include "qmoe/shard.hpp"
+
+namespace qmoe::cli {
+namespace {
+
+struct ExplainOptions {
+  std::string dir;
+  std::string device = "cpu";
+  std::string backend = "auto";
+  std::string dtype;  // empty: not known, every activation dtype is assumed possible
+  int tp = 1, ep = 1;
+  bool json = false;
+  // A layer described by flags instead of a checkpoint.
+  int bits = 4;
+  int group = 128;
+  bool zero_points = false, act_order = false, bias = false, mxfp4 = false;
+  int64_t experts = 0, hidden = 0, intermediate = 0;
+  int top_k = 2;
+  std::string activation = "silu";
+};
+
+// One distinct layer shape and scheme, and the MoE layers that have it.
+struct LayerGroup {
+  std::vector<int> layers;  // empty for a layer described by flags
+  std::string source;       // "gptq checkpoint DIR" / "described by flags"
+  LayerDesc layer;
+};
+
+DType parse_dtype(const std::string& s) {
+  if (s == "f32") return DType::f32;
+  if (s == "f16") return DType::f16;
+  if (s == "bf16") return DType::bf16;
+  fail("--dtype must be f32, f16 or bf16, got '{}'", s);
+}
+
+LayerDesc described_layer(const ExplainOptions& o) {
+  check(o.experts > 0 && o.hidden > 0 && o.intermediate > 0,
+        "describe the layer with --experts, --hidden and --intermediate (or give a checkpoint "
+        "directory)");
+  QuantScheme scheme{.bits = o.bits,
+                     .zero_point = o.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = o.group,
+                     .act_order = o.act_order};
+  if (o.mxfp4) scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  MoEConfig config;
+  config.num_experts = o.experts;
+  config.hidden = o.hidden;
+  config.intermediate = o.intermediate;
+  config.routing.top_k = o.top_k;
+  config.activation = parse_activation(o.activation);
+  config.w13_bias = config.w2_bias = o.bias;
+  validate(config);
+  return describe(scheme, config);
+}
+
+std::string layer_list(const std::vector<int>& layers) {
+  std::string text;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    text += fmt::format(
+        "{}{}", text.empty() ? "" : ", ",
+        i == j ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]));
+    i = j + 1;
+  }
+  return text;
+}
+
+std::vector<LayerGroup> layer_groups(const ExplainOptions& o) {
+  const bool described = o.experts > 0 || o.hidden > 0 || o.intermediate > 0;
+  if (o.dir.empty()) return {{{}, "described by flags", described_layer(o)}};
+  check(!described, "give a checkpoint directory or describe a layer by flags, not both");
+  const Checkpoint ckpt = Checkpoint::open(o.dir);
+  const std::vector<int> layers = ckpt.moe_layers();
+  check(!layers.empty(), "{} holds no quantized MoE layers", o.dir);
+  // The checkpoint declares one scheme and one MoE shape for all its expert layers.
+  return {{layers, fmt::format("{} checkpoint {}", ckpt.format(), o.dir),
+           describe(ckpt.scheme(), ckpt.moe_config())}};
+}
+
+struct Explained {
+  LayerGroup group;
+  std::optional<ShardPlan> plan;
+  LayerDesc judged;  // the layer, or rank 0's shard of it (it carries w2's bias)
+  Selection selection;
+};
+
+Explained explain(LayerGroup group, const ExplainOptions& o, const DeviceDesc& device) {
+  Explained e{std::move(group), std::nullopt, {}, {}};
+  e.group.layer.activation_dtype =
+      o.dtype.empty() ? std::optional<DType>() : std::optional<DType>(parse_dtype(o.dtype));
+  e.judged = e.group.layer;
+  if (o.tp > 1 || o.ep > 1) {
+    e.plan = plan_shards(e.group.layer, ShardSpec{.tp_size = o.tp, .ep_size = o.ep});
+    e.judged = e.plan->rank_layer(0);
+  }
+  e.selection = evaluate(e.judged, device, o.backend);
+  return e;
+}
+
+std::string shard_line(const ShardPlan& plan) {
+  const RankShard& r = plan.ranks.front();
+  return fmt::format(
+      "TP {} x EP {} ({} ranks); rank 0 holds experts {}..{} and channels {}..{} of {}",
+      plan.spec.tp_size, plan.spec.ep_size, plan.world_size(), r.first_expert,
+      r.first_expert + r.num_experts - 1, r.first_channel, r.first_channel + r.intermediate - 1,
+      plan.layer.intermediate);
+}
+
+void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
+  fmt::print("device: {}\n", device.to_string());
+  for (const Explained& e : all) {
+    fmt::print("\n{}{}\n",
+               e.group.layers.empty() ? "layer" : "layers " + layer_list(e.group.layers),
+               fmt::format(" ({}): {}", e.group.source, e.group.layer.to_string()));
+    if (e.plan) fmt::print("shard: {}\n", shard_line(*e.plan));
+    size_t width = 7;
+    for (const Verdict& v : e.selection.verdicts) width = std::max(width, v.backend.size());
+    fmt::print("  {:<{}}  {:<8}  {}\n", "backend", width, "verdict", "reason");
+    for (const Verdict& v : e.selection.verdicts) {
+      const std::string line = fmt::format("  {:<{}}  {:<8}  {}", v.backend, width,
+                                           v.chosen ? "chosen" : "rejected", v.reason);
+      fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+    }
+    if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
+  }
+}
+
+void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
+  nlohmann::json out;
+  out["device"] = {{"name", device.name},
+                   {"kind", device.kind == DeviceKind::cpu ? "cpu" : "cuda"},
+                   {"described", device.described}};
+  if (device.kind == DeviceKind::cuda) {
+    out["device"]["compute_capability"] = device.compute_capability;
+  } else {
+    std::vector<std::string> features;
+    for (CpuFeature f : device.cpu_features) features.emplace_back(name(f));
+    out["device"]["cpu_features"] = features;
+  }
+  out["groups"] = nlohmann::json::array();
+  for (const Explained& e : all) {
+    nlohmann::json g;
+    g["layers"] = e.group.layers;
+    g["source"] = e.group.source;
+    g["layer"] = e.group.layer.to_string();
+    g["scheme"] = to_string(e.group.layer.w13_scheme);
+    if (e.plan) {
+      g["shard"] = {{"tp", e.plan->spec.tp_size},
+                    {"ep", e.plan->spec.ep_size},
+                    {"judged_rank", 0},
+                    {"judged_layer", e.judged.to_string()}};
+    }
+    g["chosen"] =
+        e.selection.backend.empty() ? nlohmann::json() : nlohmann::json(e.selection.backend);
+    if (!e.selection.error.empty()) g["error"] = e.selection.error;
+    g["backends"] = nlohmann::json::array();
+    for (const Verdict& v : e.selection.verdicts) {
+      g["backends"].push_back({{"name", v.backend},
+                               {"chosen", v.chosen},
+                               {"compatible", v.compatible},
+                               {"reason", v.reason}});
+    }
+    out["groups"].push_back(std::move(g));
+  }
+  fmt::print("{}\n", out.dump(2));
+}
+
+void run_explain(const ExplainOptions& o) {
+  const DeviceDesc device = parse_device(o.device);
+  std::vector<Explained> all;
+  for (LayerGroup& g : layer_groups(o)) all.push_back(explain(std::move(g), o, device));
+  if (o.json) {
+    print_json(all, device);
+  } else {
+    print_table(all, device);
+  }
+}
+
+void add_explain(CLI::App& root) {
+  auto o = std::make_shared<ExplainOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "explain", "Which backend runs each MoE layer on a device, and why the others do not");
+  cmd->add_option("dir", o->dir, "Checkpoint directory (or describe a layer with the flags below)");
+  cmd->add_option("--device", o->device,
+                  "cpu (this host), cpu:avx2,fma,..., cuda[:N], sm_80, sm_90a, a100, h100, ...")
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto, or the backend you want checked")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Activation dtype f32, f16 or bf16 (default: any)");
+  cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str();
+  cmd->add_option("--ep", o->ep, "Expert-parallel size")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+  cmd->add_option("--bits", o->bits, "Layer by flags: weight bits (4 or 8)")->capture_default_str();
+  cmd->add_option("--group", o->group, "Layer by flags: group size (-1 = channelwise)")
+      ->capture_default_str();
+  cmd->add_flag("--zp", o->zero_points, "Layer by flags: asymmetric (explicit zero points)");
+  cmd->add_flag("--act-order", o->act_order, "Layer by flags: act-order (g_idx)");
+  cmd->add_flag("--bias", o->bias, "Layer by flags: expert bias on w13 and w2");
+  cmd->add_flag("--mxfp4", o->mxfp4, "Layer by flags: MXFP4 weights (ignores bits/group/zp)");
+  cmd->add_option("--experts", o->experts, "Layer by flags: number of experts");
+  cmd->add_option("--hidden", o->hidden, "Layer by flags: hidden size H");
+  cmd->add_option("--intermediate", o->intermediate, "Layer by flags: intermediate size I");
+  cmd->add_option("--top-k", o->top_k, "Layer by flags: experts per token")->capture_default_str();
+  cmd->add_option("--activation", o->activation, "Layer by flags: activation")
+      ->capture_default_str();
+  cmd->callback([o] { run_explain(*o); });
+}
+
+const bool registered = register_command(&add_explain);
+
+}  // namespace
+}  // namespace qmoe::cli
