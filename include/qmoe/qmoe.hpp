@@ -2,9 +2,12 @@
 // Everything a user of qmoe needs: types, the canonical experts, the reference quantizer and the
 // MoE layer.
 #include "qmoe/config.hpp"
+#include "qmoe/device.hpp"
 #include "qmoe/dtype.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
+#include "qmoe/oracle.hpp"
 #include "qmoe/quant.hpp"
 #include "qmoe/quantize.hpp"
+#include "qmoe/shard.hpp"
 #include "qmoe/tensor.hpp"

@@ -44,8 +44,7 @@ DeviceDesc query_device(Device device) {
   if (device.kind == DeviceKind::cpu) return host_cpu();
   std::vector<DeviceDesc> devices = cuda_devices();
   check(device.index >= 0 && device.index < static_cast<int>(devices.size()),
-        "there is no CUDA device {} on this machine ({} visible{})", device.index, devices.size(),
-        devices.empty() ? "; describe one instead, e.g. --device h100 or sm_80" : "");
+        "there is no CUDA device {} on this machine ({} visible)", device.index, devices.size());
   return devices[static_cast<size_t>(device.index)];
 }
 

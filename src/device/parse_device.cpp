@@ -99,6 +99,10 @@ DeviceDesc parse_device(std::string_view text) {
       check(ec == std::errc{} && end == text.data() + text.size(),
             "--device '{}': expected cuda:N with N a device number", text);
     }
+    check(!cuda_devices().empty(),
+          "--device {}: this machine shows no CUDA device; describe one instead (sm_80, sm_90a, "
+          "a100, h100, ...)",
+          text);
     return query_device(Device{DeviceKind::cuda, index});
   }
   int cc = 0;
