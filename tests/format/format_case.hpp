@@ -15,20 +15,25 @@
 
 namespace qmoe::test {
 
-inline void round_to_half(Buffer& b) {
+// Rounds every value to what `storage` (f16, bf16 or f32) holds exactly.
+inline void round_to_storage(Buffer& b, DType storage) {
   if (b.empty()) return;
-  for (float& v : b.span<float>()) v = to_float(to_half(v));
+  for (float& v : b.span<float>()) {
+    if (storage == DType::f16) v = to_float(to_half(v));
+    if (storage == DType::bf16) v = to_float(to_bf16(v));
+  }
 }
 
 // E experts, hidden H, intermediate I; w13 [E, 2I, H] (gated) and w2 [E, H, I].
 inline QuantizedExperts random_experts(int64_t E, int64_t H, int64_t I, const QuantScheme& scheme,
-                                       bool bias, uint64_t seed, bool gated = true) {
+                                       bool bias, uint64_t seed, bool gated = true,
+                                       DType storage = DType::f16) {
   std::mt19937_64 rng(seed);
   QuantizedWeight w13 = random_weight(E, gated ? 2 * I : I, H, scheme, bias, rng);
   QuantizedWeight w2 = random_weight(E, H, I, scheme, bias, rng);
   for (QuantizedWeight* w : {&w13, &w2}) {
-    round_to_half(w->scales);
-    round_to_half(w->bias);
+    round_to_storage(w->scales, storage);
+    round_to_storage(w->bias, storage);
   }
   return QuantizedExperts(std::move(w13), std::move(w2));
 }
