@@ -51,6 +51,7 @@ LayerDesc describe(const QuantScheme& scheme, const MoEConfig& config);
 
 struct Verdict {
   std::string backend;
+  std::string summary;  // what the backend is, in one line
   bool chosen = false;
   bool compatible = false;  // every check passed (chosen, or lower in priority, or opt-in only)
   std::string reason;       // why it was not chosen; empty for the chosen backend
@@ -60,10 +61,6 @@ struct Selection {
   std::string backend;            // the chosen backend's registry name
   std::vector<Verdict> verdicts;  // every known backend: chosen first, then priority order
   std::string error;  // evaluate() only: why no backend was chosen (then `backend` is empty)
-  // backends that pass every check, in priority order (emulation included)
-  std::vector<std::string> compatible() const;
-  // "cpu (rejected: cuda-mma: runs on CUDA devices, not on host CPU; ...)"
-  std::string summary() const;
 };
 
 // `preference` is "auto" (first compatible backend in the device's priority order; emulation is

@@ -17,7 +17,7 @@ inline constexpr int kAnyGroupDividingK = 0;  // in group_sizes: any divisor of 
 
 struct BackendDescriptor {
   std::string_view name;     // the registry name (find_backend) and the --backend spelling
-  std::string_view summary;  // one line for `qmoe explain`
+  std::string_view summary;  // what it is, one line (shown by `qmoe explain`)
   // Empty when the kernel exists; otherwise why it cannot run anything yet.
   std::string_view unavailable;
   // Never chosen by "auto", only when asked for by name (the emulation reference).

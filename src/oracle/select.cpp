@@ -66,21 +66,6 @@ std::string platform_name(DeviceKind k) { return k == DeviceKind::cpu ? "CPU" : 
 
 }  // namespace
 
-std::vector<std::string> Selection::compatible() const {
-  std::vector<std::string> list;
-  for (const Verdict& v : verdicts)
-    if (v.compatible) list.push_back(v.backend);
-  return list;
-}
-
-std::string Selection::summary() const {
-  std::string rejected;
-  for (const Verdict& v : verdicts)
-    if (!v.chosen)
-      rejected += fmt::format("{}{}: {}", rejected.empty() ? "" : "; ", v.backend, v.reason);
-  return rejected.empty() ? backend : fmt::format("{} (others: {})", backend, rejected);
-}
-
 Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, const LayerDesc& layer,
                          const DeviceDesc& device, std::string_view preference,
                          const BuildGap& build_gap) {
@@ -125,11 +110,12 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
 
   if (chosen) {
     s.backend = std::string(chosen->backend->name);
-    s.verdicts.push_back({s.backend, true, true, ""});
+    s.verdicts.push_back({s.backend, std::string(chosen->backend->summary), true, true, ""});
   }
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;
-    Verdict v{std::string(e.backend->name), false, !e.reason, e.reason.value_or("")};
+    Verdict v{std::string(e.backend->name), std::string(e.backend->summary), false, !e.reason,
+              e.reason.value_or("")};
     if (!e.reason && !automatic) {
       v.reason = fmt::format("compatible, but '{}' was asked for", preference);
     } else if (!e.reason && e.backend->opt_in_only) {

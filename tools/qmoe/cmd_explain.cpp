@@ -134,6 +134,9 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
   }
+  fmt::print("\nbackends:\n");
+  for (const Verdict& v : all.front().selection.verdicts)
+    fmt::print("  {:<12} {}\n", v.backend, v.summary);
 }
 
 void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
@@ -168,6 +171,7 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
     for (const Verdict& v : e.selection.verdicts) {
       g["backends"].push_back({{"name", v.backend},
                                {"chosen", v.chosen},
+                               {"summary", v.summary},
                                {"compatible", v.compatible},
                                {"reason", v.reason}});
     }
