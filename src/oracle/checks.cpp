@@ -161,9 +161,17 @@ Reason check_gemm_shape(const BackendDescriptor& b, const char* what, int64_t N,
   return std::nullopt;
 }
 
-Reason check_shapes(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
+Reason check_tiles(const BackendDescriptor& b, const LayerDesc& l) {
   if (Reason r = check_gemm_shape(b, "w13", l.w13_rows(), l.hidden)) return r;
-  if (Reason r = check_gemm_shape(b, "w2", l.hidden, l.intermediate)) return r;
+  return check_gemm_shape(b, "w2", l.hidden, l.intermediate);
+}
+
+Reason check_shapes(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
+  if (Reason r = check_tiles(b, l)) {
+    if (!b.pads_to_tile) return r;
+    if (l.w13_scheme.act_order || l.w2_scheme.act_order)
+      return *r + "; tile padding is not possible with act-order";
+  }
   if (!b.group_multiple_of_k_tile) return std::nullopt;
   for (const QuantScheme* s : {&l.w13_scheme, &l.w2_scheme}) {
     if (s->group_size != kChannelwise && s->group_size % b.k_multiple != 0) {

@@ -50,8 +50,11 @@ struct BackendDescriptor {
   int64_t n_multiple = 1;
   int64_t k_multiple = 1;
   bool group_multiple_of_k_tile = false;  // a quantization group must cover whole K tiles
-  int64_t max_experts = 0;                // 0 = no limit
-  int max_top_k = 0;                      // 0 = no limit
+  // prepare pads N and K up to the multiples, so other shapes run too; not with act-order, whose
+  // g_idx has no group for padded channels (upstream's Marlin rule)
+  bool pads_to_tile = false;
+  int64_t max_experts = 0;  // 0 = no limit
+  int max_top_k = 0;        // 0 = no limit
 };
 
 // Every activation qmoe knows, for descriptors that implement them all.

@@ -185,6 +185,27 @@ TEST(DescriptorRuleSynthetic, GroupMustCoverWholeKTiles) {
       << *reason;
 }
 
+TEST(DescriptorRuleSynthetic, TilePaddingCoversShapesButNotActOrder) {  // upstream #22
+  BackendDescriptor d = cuda_mma_descriptor();
+  d.n_multiple = 64;
+  d.pads_to_tile = true;
+  const DeviceDesc h100 = parse_device("h100");
+  LayerDesc l = base_layer();
+  l.intermediate = 200;  // w13 rows 400: padded to 448
+  l.w13_scheme = l.w2_scheme = int_scheme(4, kChannelwise);
+  EXPECT_FALSE(first_failed_check(d, l, h100));
+  l.w13_scheme = l.w2_scheme = int_scheme(4, 32, false, true);
+  EXPECT_NE(first_failed_check(d, l, h100)
+                .value_or("")
+                .find("tile padding is not possible with "
+                      "act-order"),
+            std::string::npos);
+  d.pads_to_tile = false;
+  l.w13_scheme = l.w2_scheme = int_scheme(4, kChannelwise);
+  EXPECT_NE(first_failed_check(d, l, h100).value_or("").find("N must be a multiple of 64"),
+            std::string::npos);
+}
+
 TEST(DescriptorRuleSynthetic, ExpertAndTopKLimits) {
   BackendDescriptor d = cpu_descriptor();
   d.max_experts = 64;
