@@ -41,20 +41,25 @@ nlohmann::json run_json(const std::string& args) {
   return nlohmann::json::parse(r.out);
 }
 
-// A two-layer GPTQ int4 g32 checkpoint in a fresh temporary directory.
-class ExplainCheckpoint : public testing::Test {
+// A two-layer checkpoint of one format and scheme, in a fresh temporary directory.
+struct Fixture {
+  const char* name;
+  CheckpointFormat format;  // moe_wna16: a GPTQ checkpoint read with --moe-wna16
+  QuantScheme scheme;
+  bool bias = false;
+};
+
+void PrintTo(const Fixture& f, std::ostream* os) { *os << f.name; }
+
+class ExplainCheckpoint : public testing::TestWithParam<Fixture> {
  protected:
   void SetUp() override {
+    const Fixture& f = GetParam();
     dir_ = std::filesystem::temp_directory_path() /
-           ("qmoe_explain_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+           (std::string("qmoe_explain_") + std::to_string(::getpid()) + "_" + f.name);
     std::filesystem::remove_all(dir_);
-    const test::CaseSpec spec{.E = 4,
-                              .H = 64,
-                              .I = 32,
-                              .M = 1,
-                              .top_k = 2,
-                              .scheme = QuantScheme{.bits = 4, .group_size = 32}};
+    const test::CaseSpec spec{
+        .E = 4, .H = 64, .I = 32, .M = 1, .top_k = 2, .scheme = f.scheme, .bias = f.bias};
     test::CaseSpec other = spec;
     other.seed = 2;
     const test::MoECase a = test::make_case(spec), b = test::make_case(other);
@@ -63,22 +68,29 @@ class ExplainCheckpoint : public testing::Test {
     layers.push_back(a.experts->clone());
     layers.push_back(b.experts->clone());
     // f32 scales: the quantizer's scales are not all representable in f16.
-    write_checkpoint(dir_, config_, layers, WriteOptions{.scale_dtype = DType::f32});
+    WriteOptions options{.scale_dtype = DType::f32};
+    options.format = f.format == CheckpointFormat::moe_wna16 ? CheckpointFormat::gptq : f.format;
+    write_checkpoint(dir_, config_, layers, options);
+    args_ = "explain " + dir_.string() +
+            (f.format == CheckpointFormat::moe_wna16 ? " --moe-wna16" : "");
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::filesystem::path dir_;
+  std::string args_;
   MoEConfig config_;
 };
 
-TEST_F(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
-  const nlohmann::json j = run_json("explain " + dir_.string());
+TEST_P(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
+  const nlohmann::json j = run_json(args_);
   ASSERT_EQ(j["groups"].size(), 1u);
   const nlohmann::json& g = j["groups"][0];
   EXPECT_EQ(g["layers"], nlohmann::json({0, 1}));
-  const Selection expected =
-      select(describe(QuantScheme{.bits = 4, .group_size = 32}, config_), host_cpu());
-  EXPECT_EQ(g["chosen"], expected.backend);
+  EXPECT_NE(g["source"].get<std::string>().find(std::string(name(GetParam().format))),
+            std::string::npos)
+      << g["source"];
+  const Selection expected = evaluate(describe(GetParam().scheme, config_), host_cpu());
+  EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
   ASSERT_EQ(g["backends"].size(), expected.verdicts.size());
   for (size_t i = 0; i < expected.verdicts.size(); ++i) {
     EXPECT_EQ(g["backends"][i]["name"], expected.verdicts[i].backend);
@@ -86,24 +98,41 @@ TEST_F(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
   }
 }
 
-TEST_F(ExplainCheckpoint, AnswersForAHandDescribedGpu) {
-  const nlohmann::json j = run_json("explain " + dir_.string() + " --device h100 --dtype bf16");
+TEST_P(ExplainCheckpoint, AnswersForAHandDescribedGpu) {
+  const nlohmann::json j = run_json(args_ + " --device h100 --dtype bf16");
   const nlohmann::json& g = j["groups"][0];
   EXPECT_EQ(j["device"]["compute_capability"], 90);
-  if (find_backend("cuda-mma")) {
-    EXPECT_EQ(g["chosen"], "cuda-mma");
-  } else {
-    EXPECT_TRUE(g["chosen"].is_null());
-    EXPECT_NE(g["error"].get<std::string>().find("cuda-mma: not built into this qmoe"),
-              std::string::npos);
-  }
+  LayerDesc layer = describe(GetParam().scheme, config_);
+  layer.activation_dtype = DType::bf16;
+  const Selection expected = evaluate(layer, parse_device("h100"));
+  EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
+  EXPECT_EQ(g.value("error", std::string()), expected.error);
 }
 
-TEST_F(ExplainCheckpoint, LayerFlagsAndADirectoryDoNotMix) {
-  const CliRun r = run_cli("explain " + dir_.string() + " --experts 4");
+TEST_P(ExplainCheckpoint, LayerFlagsAndADirectoryDoNotMix) {
+  const CliRun r = run_cli(args_ + " --experts 4");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("not both"), std::string::npos) << r.out;
 }
+
+QuantScheme scheme(int bits, int group, bool zp, bool act_order = false) {
+  return QuantScheme{.bits = bits,
+                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = group,
+                     .act_order = act_order};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, ExplainCheckpoint,
+    testing::Values(
+        Fixture{"gptq_int4_g32", CheckpointFormat::gptq, scheme(4, 32, false)},
+        Fixture{"gptq_int8_channelwise_asym", CheckpointFormat::gptq,
+                scheme(8, kChannelwise, true)},
+        Fixture{"gptq_int4_act_order", CheckpointFormat::gptq, scheme(4, 16, false, true)},
+        Fixture{"awq_int4_g32_bias", CheckpointFormat::awq, scheme(4, 32, true), true},
+        Fixture{"compressed_tensors_int8_g16_asym", CheckpointFormat::compressed_tensors,
+                scheme(8, 16, true)},
+        Fixture{"moe_wna16_int8_g16", CheckpointFormat::moe_wna16, scheme(8, 16, false)}));
 
 TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
   const CliRun r = run_cli(

@@ -20,6 +20,7 @@ struct ExplainOptions {
   std::string dtype;  // empty: not known, every activation dtype is assumed possible
   int tp = 1, ep = 1;
   bool json = false;
+  bool moe_wna16 = false;  // read the checkpoint as vLLM's moe_wna16 method does
   // A layer described by flags instead of a checkpoint.
   int bits = 4;
   int group = 128;
@@ -80,7 +81,7 @@ std::vector<LayerGroup> layer_groups(const ExplainOptions& o) {
   const bool described = o.experts > 0 || o.hidden > 0 || o.intermediate > 0;
   if (o.dir.empty()) return {{{}, "described by flags", described_layer(o)}};
   check(!described, "give a checkpoint directory or describe a layer by flags, not both");
-  const Checkpoint ckpt = Checkpoint::open(o.dir);
+  const Checkpoint ckpt = Checkpoint::open(o.dir, OpenOptions{.as_moe_wna16 = o.moe_wna16});
   const std::vector<int> layers = ckpt.moe_layers();
   check(!layers.empty(), "{} holds no quantized MoE layers", o.dir);
   // The checkpoint declares one scheme and one MoE shape for all its expert layers.
@@ -205,6 +206,8 @@ void add_explain(CLI::App& root) {
   cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str();
   cmd->add_option("--ep", o->ep, "Expert-parallel size")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+  cmd->add_flag("--moe-wna16", o->moe_wna16,
+                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
   cmd->add_option("--bits", o->bits, "Layer by flags: weight bits (4 or 8)")->capture_default_str();
   cmd->add_option("--group", o->group, "Layer by flags: group size (-1 = channelwise)")
       ->capture_default_str();
