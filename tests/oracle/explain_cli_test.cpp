@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/backend.hpp"
+#include "layers.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/oracle.hpp"
@@ -115,24 +116,18 @@ TEST_P(ExplainCheckpoint, LayerFlagsAndADirectoryDoNotMix) {
   EXPECT_NE(r.out.find("not both"), std::string::npos) << r.out;
 }
 
-QuantScheme scheme(int bits, int group, bool zp, bool act_order = false) {
-  return QuantScheme{.bits = bits,
-                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
-                     .group_size = group,
-                     .act_order = act_order};
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Formats, ExplainCheckpoint,
     testing::Values(
-        Fixture{"gptq_int4_g32", CheckpointFormat::gptq, scheme(4, 32, false)},
+        Fixture{"gptq_int4_g32", CheckpointFormat::gptq, test::int_scheme(4, 32)},
         Fixture{"gptq_int8_channelwise_asym", CheckpointFormat::gptq,
-                scheme(8, kChannelwise, true)},
-        Fixture{"gptq_int4_act_order", CheckpointFormat::gptq, scheme(4, 16, false, true)},
-        Fixture{"awq_int4_g32_bias", CheckpointFormat::awq, scheme(4, 32, true), true},
+                test::int_scheme(8, kChannelwise, true)},
+        Fixture{"gptq_int4_act_order", CheckpointFormat::gptq,
+                test::int_scheme(4, 16, false, true)},
+        Fixture{"awq_int4_g32_bias", CheckpointFormat::awq, test::int_scheme(4, 32, true), true},
         Fixture{"compressed_tensors_int8_g16_asym", CheckpointFormat::compressed_tensors,
-                scheme(8, 16, true)},
-        Fixture{"moe_wna16_int8_g16", CheckpointFormat::moe_wna16, scheme(8, 16, false)}));
+                test::int_scheme(8, 16, true)},
+        Fixture{"moe_wna16_int8_g16", CheckpointFormat::moe_wna16, test::int_scheme(8, 16)}));
 
 TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
   const CliRun r = run_cli(
