@@ -10,6 +10,8 @@
 //   Output rounding: every element is rounded once to the output dtype, which moves it by at most
 //   the unit roundoff u relative (2^-11 for f16, 2^-8 for bf16), so the norm ratio grows by at
 //   most u. Inputs are not a source: the reference reads the same f16/bf16 values.
+//   The avx512bf16 variant runs GEMM1 on bf16 activations with bf16 dot products: codes are
+//   exact in bf16 and their products with bf16 inputs exact in f32, so the same bound holds.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -131,6 +133,22 @@ const Scenario kScenarios[] = {
       .act_dtype = DType::f16}},
     {"int8_g5_odd_group_asym",
      {.E = 3, .H = 40, .I = 35, .M = 11, .top_k = 2, .scheme = scheme(8, 5, true)}},
+    {"int4_g32_act_order_bf16",
+     {.E = 6,
+      .H = 128,
+      .I = 96,
+      .M = 40,
+      .top_k = 2,
+      .scheme = scheme(4, 32, false, true),
+      .act_dtype = DType::bf16}},
+    {"int8_g32_asym_bf16",
+     {.E = 5,
+      .H = 96,
+      .I = 64,
+      .M = 20,
+      .top_k = 2,
+      .scheme = scheme(8, 32, true),
+      .act_dtype = DType::bf16}},
     {"int4_g128_asym_M256",
      {.E = 16, .H = 256, .I = 128, .M = 256, .top_k = 4, .scheme = scheme(4, 128, true)}},
 };

@@ -66,20 +66,76 @@ TEST_P(TileKernelMatchesDot, EveryTokenCount) {
   }
 }
 
-std::vector<KernelCase> kernel_cases() {
+// The bf16 path (where the ISA has one) on the same panels, with activations rounded to bf16 and
+// the group sums it needs; same bound, since products of codes and bf16 values are exact.
+class Bf16TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
+
+TEST_P(Bf16TileKernelMatchesDot, EveryTokenCount) {
+  const auto [isa, bits, zero_points] = GetParam();
+  const TileKernel kernel = tile_kernel(isa);
+  const int64_t N = 2 * kPanelRows - 5, K = 128, G = 32;
+  std::mt19937_64 rng(bits * 10 + zero_points + 100);
+  const QuantScheme scheme{.bits = bits,
+                           .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
+                           .group_size = G};
+  const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
+  const PackedMatrix packed =
+      pack_weight(w, "w", 2, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
+
+  std::normal_distribution<float> normal;
+  std::vector<bf16_t> x(static_cast<size_t>(kMaxTileTokens * K));
+  for (bf16_t& v : x) v = to_bf16(normal(rng));
+  std::vector<float> sums(static_cast<size_t>(kMaxTileTokens * K / G), 0.0f);
+  std::vector<const uint16_t*> rows;
+  std::vector<const float*> sum_rows;
+  for (int t = 0; t < kMaxTileTokens; ++t) {
+    rows.push_back(&x[t * K].bits);
+    sum_rows.push_back(sums.data() + t * K / G);
+    for (int64_t k = 0; k < K; ++k) sums[t * K / G + k / G] += to_float(x[t * K + k]);
+  }
+  for (int tokens = 1; tokens <= kernel.max_tokens_bf16; ++tokens) {
+    std::vector<float> out(static_cast<size_t>(tokens * kTileRows), NAN);
+    kernel.run_bf16(packed.format, PanelTileBf16{{packed.panel(0, 0), packed.panel(0, 1)},
+                                                 rows.data(),
+                                                 sum_rows.data(),
+                                                 tokens,
+                                                 out.data()});
+    for (int t = 0; t < tokens; ++t) {
+      for (int64_t n = 0; n < kTileRows; ++n) {
+        double dot = 0, magnitude = 0;
+        for (int64_t k = 0; n < N && k < K; ++k) {
+          const double term = double(w.dequant(0, n, k)) * to_float(x[t * K + k]);
+          dot += term;
+          magnitude += std::abs(term);
+        }
+        EXPECT_NEAR(out[t * kTileRows + n], dot, 1e-5 * magnitude + 1e-30)
+            << "tokens " << tokens << ", token " << t << ", row " << n;
+      }
+    }
+  }
+}
+
+std::vector<KernelCase> kernel_cases(bool bf16_only) {
   std::vector<KernelCase> cases;
-  for (Isa isa : supported_isas())
+  for (Isa isa : supported_isas()) {
+    if (bf16_only && !tile_kernel(isa).run_bf16) continue;
     for (int bits : {4, 8})
       for (bool zp : {false, true}) cases.push_back({isa, bits, zp});
+  }
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, TileKernelMatchesDot, testing::ValuesIn(kernel_cases()),
-                         [](const testing::TestParamInfo<KernelCase>& p) {
-                           return std::string(name(p.param.isa)) + "_int" +
-                                  std::to_string(p.param.bits) +
-                                  (p.param.zero_points ? "_zp" : "_sym");
-                         });
+std::string case_name(const testing::TestParamInfo<KernelCase>& p) {
+  return std::string(name(p.param.isa)) + "_int" + std::to_string(p.param.bits) +
+         (p.param.zero_points ? "_zp" : "_sym");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, TileKernelMatchesDot, testing::ValuesIn(kernel_cases(false)),
+                         case_name);
+// Empty on CPUs without AVX-512 BF16.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Bf16TileKernelMatchesDot);
+INSTANTIATE_TEST_SUITE_P(Bf16Variants, Bf16TileKernelMatchesDot,
+                         testing::ValuesIn(kernel_cases(true)), case_name);
 
 }  // namespace
 }  // namespace qmoe::cpu

@@ -17,8 +17,13 @@ struct Workspace {
   std::vector<int32_t> pair_of_row;   // [M * k]
   std::vector<float> x;               // GEMM1 input rows, when hidden cannot be read in place
   std::vector<const float*> x_rows;   // [rows]: the GEMM1 input of each row
-  std::vector<float> act;             // [rows, I]: activation output = GEMM2 input, w2's K order
-  std::vector<float> y;               // [rows, H]: GEMM2 output with bias
+  // The same as bf16, when the bf16 kernel runs GEMM1 (bf16 activations, TileKernel::run_bf16).
+  std::vector<uint16_t> x_bf16;
+  std::vector<const uint16_t*> x_rows_bf16;
+  std::vector<float> group_sum;  // sums of each bf16 input row over each w13 group
+  std::vector<const float*> group_sum_rows;
+  std::vector<float> act;  // [rows, I]: activation output = GEMM2 input, w2's K order
+  std::vector<float> y;    // [rows, H]: GEMM2 output with bias
 };
 
 struct CpuExperts final : PreparedExperts {

@@ -91,24 +91,83 @@ std::vector<Item> items_for(const Workspace& ws, const PackedMatrix& w) {
   return items;
 }
 
-// Runs the tile kernel over all rows of expert `e` for panel pair `q`; `epilogue(rows, tile)`
-// consumes each [tokens, 32] tile.
-template <class Epilogue>
-void for_each_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
-                   const float* const* inputs, int64_t e, int64_t q, Epilogue&& epilogue) {
+// Runs the tile kernel over all rows of expert e for panel pair q, at most `max_tokens` rows per
+// call: run(first_row, tokens, tile) fills the [tokens, 32] tile, epilogue(first_row, tokens,
+// tile) consumes it.
+template <class Run, class Epilogue>
+void for_each_tile(const Workspace& ws, int64_t e, int max_tokens, Run&& run, Epilogue&& epilogue) {
   alignas(64) float tile[kMaxTileTokens * kTileRows];
-  PanelTile t{{w.panel(e, 2 * q), w.panel(e, 2 * q + 1)}, nullptr, 0, tile};
+  // As few calls as max_tokens allows, with token counts as even as possible: 9 rows at 8 per
+  // call run as 5 + 4, not 8 + 1 (a 1-token call does a full dequantization for one token).
   const int64_t end = ws.expert_begin[e + 1];
-  for (int64_t row = ws.expert_begin[e]; row < end; row += t.tokens) {
-    t.tokens = static_cast<int>(std::min<int64_t>(x.kernel.max_tokens, end - row));
+  int64_t calls = (end - ws.expert_begin[e] + max_tokens - 1) / max_tokens;
+  for (int64_t row = ws.expert_begin[e]; row < end; --calls) {
+    const int tokens = static_cast<int>((end - row + calls - 1) / calls);
+    run(row, tokens, static_cast<float*>(tile));
+    epilogue(row, tokens, static_cast<const float*>(tile));
+    row += tokens;
+  }
+}
+
+template <class Epilogue>
+void for_each_f32_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
+                       const float* const* inputs, int64_t e, int64_t q, Epilogue&& epilogue) {
+  const PanelTile base{{w.panel(e, 2 * q), w.panel(e, 2 * q + 1)}, nullptr, 0, nullptr};
+  auto run = [&](int64_t row, int tokens, float* tile) {
+    PanelTile t = base;
     t.x = inputs + row;
+    t.tokens = tokens;
+    t.out = tile;
     x.kernel.run(w.format, t);
-    epilogue(row, t.tokens, static_cast<const float*>(tile));
+  };
+  for_each_tile(ws, e, x.kernel.max_tokens, run, epilogue);
+}
+
+// GEMM1 reads bf16 activations directly when the kernel has a bf16 path, the input is bf16 and
+// no router weight has to be folded into it (that product would round).
+bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
+  return x.kernel.run_bf16 && dtype == DType::bf16 && !config.apply_router_weight_on_input &&
+         x.w13.format.group_k % 2 == 0;
+}
+
+// Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
+// their sums over each w13 group.
+void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& ws) {
+  const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
+  const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;
+  const uint16_t* hidden = b.hidden.data_as<const uint16_t>();
+  const bool permuted = !x.w13.k_order.empty();
+  const int64_t distinct = permuted ? rows : b.hidden.dim(0);  // rows with their own values
+  ws.x_rows_bf16.resize(static_cast<size_t>(rows));
+  ws.group_sum_rows.resize(static_cast<size_t>(rows));
+  ws.group_sum.resize(static_cast<size_t>(distinct * groups));
+  if (permuted) ws.x_bf16.resize(static_cast<size_t>(rows * H));
+  ThreadPool::instance().parallel_for(distinct, [&](int64_t d) {
+    const uint16_t* row = hidden + d * H;
+    if (permuted) {
+      const int64_t pair = ws.pair_of_row[d];
+      const int32_t* order = x.w13.k_order_of(b.topk_ids.data_as<const int32_t>()[pair]);
+      const uint16_t* src = hidden + pair / k * H;
+      uint16_t* dst = ws.x_bf16.data() + d * H;
+      for (int64_t c = 0; c < H; ++c) dst[c] = src[order[c]];
+      row = dst;
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      float sum = 0.0f;
+      for (int64_t c = g * G; c < (g + 1) * G; ++c) sum += to_float(bf16_t{row[c]});
+      ws.group_sum[d * groups + g] = sum;
+    }
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t d = permuted ? r : ws.pair_of_row[r] / k;
+    ws.x_rows_bf16[r] = permuted ? ws.x_bf16.data() + r * H : hidden + d * H;
+    ws.group_sum_rows[r] = ws.group_sum.data() + d * groups;
   }
 }
 
 void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
                     Workspace& ws) {
+  if (gemm1_in_bf16(x, config, b.hidden.dtype())) return prepare_bf16_inputs(x, b, ws);
   const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
   const DType dtype = b.hidden.dtype();
   const float* weights = b.topk_weights.data_as<const float>();
@@ -139,7 +198,8 @@ void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBa
 }
 
 // GEMM1 for panel pair q of expert e, then bias and activation into the GEMM2 input rows.
-void gemm1_pair(const CpuExperts& x, const MoEConfig& config, Workspace& ws, int64_t e, int64_t q) {
+void gemm1_pair(const CpuExperts& x, const MoEConfig& config, bool bf16, Workspace& ws, int64_t e,
+                int64_t q) {
   const int64_t I = x.I;
   const float* bias = x.w13.bias_of(e);
   const int32_t* position = x.w2_position.empty() ? nullptr : x.w2_position.data() + e * I;
@@ -162,7 +222,18 @@ void gemm1_pair(const CpuExperts& x, const MoEConfig& config, Workspace& ws, int
       }
     }
   };
-  for_each_tile(x, x.w13, ws, ws.x_rows.data(), e, q, epilogue);
+  if (!bf16) return for_each_f32_tile(x, x.w13, ws, ws.x_rows.data(), e, q, epilogue);
+  const PanelTileBf16 base{
+      {x.w13.panel(e, 2 * q), x.w13.panel(e, 2 * q + 1)}, nullptr, nullptr, 0, nullptr};
+  auto run = [&](int64_t row, int tokens, float* tile) {
+    PanelTileBf16 t = base;
+    t.x = ws.x_rows_bf16.data() + row;
+    t.group_sum = ws.group_sum_rows.data() + row;
+    t.tokens = tokens;
+    t.out = tile;
+    x.kernel.run_bf16(x.w13.format, t);
+  };
+  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
 }
 
 // GEMM2 for panel pair q of expert e, plus bias, into the per-row outputs.
@@ -178,15 +249,15 @@ void gemm2_pair(const CpuExperts& x, Workspace& ws, const float* const* inputs, 
       for (int64_t c = 0; c < count; ++c) out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
     }
   };
-  for_each_tile(x, x.w2, ws, inputs, e, q, epilogue);
+  for_each_f32_tile(x, x.w2, ws, inputs, e, q, epilogue);
 }
 
-void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, Workspace& ws) {
+void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf16, Workspace& ws) {
   ws.act.resize(static_cast<size_t>(ws.expert_begin[x.E] * x.I));
   const std::vector<Item> items = items_for(ws, x.w13);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
     for (int64_t q = items[i].first_pair; q < items[i].end_pair; ++q)
-      gemm1_pair(x, config, ws, items[i].expert, q);
+      gemm1_pair(x, config, bf16, ws, items[i].expert, q);
   });
 }
 
@@ -222,7 +293,7 @@ void forward_with(const CpuExperts& x, const MoEConfig& config, const RoutedBatc
   group_by_expert(b.topk_ids.data_as<const int32_t>(), b.topk_ids.dim(0), b.topk_ids.dim(1), x.E,
                   ws);
   prepare_inputs(x, config, b, ws);
-  gemm1_and_activation(x, config, ws);
+  gemm1_and_activation(x, config, gemm1_in_bf16(x, config, b.hidden.dtype()), ws);
   gemm2(x, ws);
   combine(x, config, b, ws);
 }

@@ -45,4 +45,15 @@ struct PanelTile {
   float* out;             // [tokens][kTileRows]
 };
 
+// The same tile with bf16 activations (bit patterns), for kernels that multiply exactly in bf16.
+// Those sum q * x per group with the raw codes q and apply the zero point afterwards, which needs
+// each row's activation sum per group.
+struct PanelTileBf16 {
+  const uint8_t* panel[2];
+  const uint16_t* const* x;       // [tokens] pointers to K bf16 values
+  const float* const* group_sum;  // [tokens] pointers to `groups` sums of x over each group
+  int tokens;
+  float* out;
+};
+
 }  // namespace qmoe::cpu

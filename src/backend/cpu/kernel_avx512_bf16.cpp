@@ -1,0 +1,118 @@
+// AVX-512 BF16 tile kernel for bf16 activations: vdpbf16ps does two multiply-adds per lane per
+// instruction, twice the f32 FMA rate, and loses nothing here. Each 32-bit lane i holds the pair
+// (k, k+1) of row i as bf16 codes: a code q <= 255 has at most 8 significant bits, so bf16
+// holds it exactly and its products with bf16 activations are exact in f32. Per group:
+//   out += s * (sum_k q_k x_k - z * sum_k x_k)
+// 4-bit codes become bf16 through a 16-entry table (vpermw), 8-bit ones through f32 (whose top
+// 16 bits are then the bf16). Compiled with -mavx512f -mavx512bw -mavx512bf16 (CMakeLists.txt).
+#include <immintrin.h>
+
+#include "backend/cpu/tile_kernel.hpp"
+
+namespace qmoe::cpu {
+namespace {
+
+// acc and the group's partial sums: 4 x 6 = 24 zmm, plus scales, zeros, table and weights.
+constexpr int kMaxTokens = 6;
+
+__m512i widen(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// bf16 bit patterns of 0..15 (1.0 = 0x3f80, ...); vpermw reads 5 index bits, 16..31 unused.
+alignas(64) constexpr uint16_t kNibbleBf16[32] = {0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0,
+                                                  0x40c0, 0x40e0, 0x4100, 0x4110, 0x4120, 0x4130,
+                                                  0x4140, 0x4150, 0x4160, 0x4170};
+
+// 16 bytes of 4-bit k-pairs -> lanes (bf16 low nibble, bf16 high nibble).
+__m512bh nibble_pairs(const uint8_t* p, __m512i table) {
+  const __m512i v = widen(p);
+  // Index of the low 16 bits: v & 15; of the high 16 bits: (v >> 4) & 15, moved up by 16.
+  const __m512i index =
+      _mm512_and_si512(_mm512_or_si512(v, _mm512_slli_epi32(v, 12)), _mm512_set1_epi32(0x000f000f));
+  return (__m512bh)_mm512_permutexvar_epi16(index, table);
+}
+
+// Two steps of 8-bit codes -> lanes (bf16 code at k, bf16 code at k + 1).
+__m512bh byte_pairs(const uint8_t* even, const uint8_t* odd) {
+  const __m512i even_bits =
+      _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(widen(even))), 16);
+  const __m512i odd_bits = _mm512_castps_si512(_mm512_cvtepi32_ps(widen(odd)));
+  // 0xAAAAAAAA: the high 16-bit half of every lane comes from odd_bits.
+  return (__m512bh)_mm512_mask_blend_epi16(0xAAAAAAAAu, even_bits, odd_bits);
+}
+
+template <int Bits, bool ZeroPoints, int Tokens>
+void tile(const PanelFormat& f, const PanelTileBf16& t) {
+  constexpr int64_t kHeader = kPanelRows * 4 + (ZeroPoints ? kPanelRows : 0);
+  const int64_t G = f.group_k, pairs = G / 2;
+  const int64_t group_bytes = kHeader + G * kPanelRows * Bits / 8;
+  const __m512i table = _mm512_load_si512(kNibbleBf16);
+  __m512 acc[Tokens][2];
+  for (int i = 0; i < Tokens; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+
+  for (int64_t g = 0; g < f.groups; ++g) {
+    const uint8_t* codes[2];
+    for (int p = 0; p < 2; ++p) codes[p] = t.panel[p] + g * group_bytes + kHeader;
+    const uint32_t* x[Tokens];  // bf16 pairs (k, k+1), little endian: k in the low half
+    for (int i = 0; i < Tokens; ++i) x[i] = reinterpret_cast<const uint32_t*>(t.x[i] + g * G);
+    __m512 part[Tokens][2];
+    for (int i = 0; i < Tokens; ++i) part[i][0] = part[i][1] = _mm512_setzero_ps();
+
+    for (int64_t j = 0; j < pairs; ++j) {
+      for (int p = 0; p < 2; ++p) {
+        __m512bh w;
+        if constexpr (Bits == 4) {
+          if (j % 4 == 0)
+            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + j * kPanelRows + 2048),
+                         _MM_HINT_T0);
+          w = nibble_pairs(codes[p] + j * kPanelRows, table);
+        } else {
+          if (j % 2 == 0)
+            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + 2 * j * kPanelRows + 2048),
+                         _MM_HINT_T0);
+          w = byte_pairs(codes[p] + 2 * j * kPanelRows, codes[p] + (2 * j + 1) * kPanelRows);
+        }
+        for (int i = 0; i < Tokens; ++i)
+          part[i][p] = _mm512_dpbf16_ps(part[i][p], w, (__m512bh)_mm512_set1_epi32(x[i][j]));
+      }
+    }
+    for (int p = 0; p < 2; ++p) {
+      const uint8_t* head = t.panel[p] + g * group_bytes;
+      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(head));
+      const __m512 z = ZeroPoints ? _mm512_cvtepi32_ps(widen(head + kPanelRows * 4))
+                                  : _mm512_set1_ps(static_cast<float>(1 << (Bits - 1)));
+      for (int i = 0; i < Tokens; ++i) {
+        const __m512 centered = _mm512_fnmadd_ps(z, _mm512_set1_ps(t.group_sum[i][g]), part[i][p]);
+        acc[i][p] = _mm512_fmadd_ps(centered, s, acc[i][p]);
+      }
+    }
+  }
+  for (int i = 0; i < Tokens; ++i)
+    for (int p = 0; p < 2; ++p) _mm512_storeu_ps(t.out + i * kTileRows + p * kPanelRows, acc[i][p]);
+}
+
+template <int Bits, bool ZeroPoints, int Tokens = 1>
+void for_tokens(const PanelFormat& f, const PanelTileBf16& t) {
+  if constexpr (Tokens < kMaxTokens) {
+    if (t.tokens > Tokens) return for_tokens<Bits, ZeroPoints, Tokens + 1>(f, t);
+  }
+  tile<Bits, ZeroPoints, Tokens>(f, t);
+}
+
+void run(const PanelFormat& f, const PanelTileBf16& t) {
+  if (f.bits == 4) return f.zero_points ? for_tokens<4, true>(f, t) : for_tokens<4, false>(f, t);
+  f.zero_points ? for_tokens<8, true>(f, t) : for_tokens<8, false>(f, t);
+}
+
+}  // namespace
+
+TileKernel tile_kernel_avx512_bf16() {
+  TileKernel k = tile_kernel_avx512();
+  k.isa = Isa::avx512_bf16;
+  k.max_tokens_bf16 = kMaxTokens;
+  k.run_bf16 = &run;
+  return k;
+}
+
+}  // namespace qmoe::cpu
