@@ -1,0 +1,159 @@
+// Checkpoint::open / load_layer on directories that are wrong in one way each.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <vector>
+
+#include "format/model_config.hpp"
+#include "format/safetensors_writer.hpp"
+#include "format_case.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "support/expect_error.hpp"
+
+namespace qmoe {
+namespace {
+
+using format::ordered_json;
+using test::expect_error;
+
+QuantScheme gptq_int4(bool act_order = false) {
+  QuantScheme s;
+  s.group_size = 16;
+  s.act_order = act_order;
+  return s;
+}
+
+// A 3-expert, one-layer checkpoint in `dir`.
+MoEConfig write_small(const std::filesystem::path& dir, const WriteOptions& options = {},
+                      const QuantScheme& scheme = gptq_int4()) {
+  MoEConfig config;
+  config.num_experts = 3;
+  config.hidden = 64;
+  config.intermediate = 32;
+  config.routing.top_k = 2;
+  std::vector<QuantizedExperts> layers;
+  layers.push_back(test::random_experts(3, 64, 32, scheme, false, 3));
+  write_checkpoint(dir, config, layers, options);
+  return config;
+}
+
+void edit_config(const std::filesystem::path& dir, const std::function<void(ordered_json&)>& edit) {
+  ordered_json c;
+  std::ifstream(dir / "config.json") >> c;
+  edit(c);
+  std::ofstream(dir / "config.json") << c.dump();
+}
+
+// Adds one [2, 2] tensor in a file of its own (every *.safetensors file is read).
+void add_tensor(const std::filesystem::path& dir, const std::string& name, format::StDType dtype) {
+  format::SafetensorsWriter w;
+  const std::vector<std::byte> data(static_cast<size_t>(4 * format::size_of(dtype)), std::byte{1});
+  w.add(name, dtype, {2, 2}, data);
+  w.write(dir / "extra.safetensors");
+}
+
+TEST(Checkpoint, QuantizedRouterIsRefused) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  add_tensor(dir.path(), "model.layers.0.mlp.gate.qweight", format::StDType::i32);
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  expect_error([&] { ckpt.load_layer(0); },
+               "layer 0: the router 'model.layers.0.mlp.gate' is stored quantized "
+               "('model.layers.0.mlp.gate.qweight'); the router must stay in float");
+}
+
+TEST(Checkpoint, MissingExpertIsNamed) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  edit_config(dir.path(), [](ordered_json& c) { c["num_experts"] = 4; });
+  expect_error([&] { Checkpoint::open(dir.path()).load_layer(0); },
+               "layer 0: expert module 'model.layers.0.mlp.experts.3.gate_proj' is missing");
+}
+
+TEST(Checkpoint, MoreExpertTensorsThanTheConfigSays) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  edit_config(dir.path(), [](ordered_json& c) { c["num_experts"] = 2; });
+  expect_error([&] { Checkpoint::open(dir.path()); },
+               "layer 0 has tensors for expert 2 but config.json says 2 experts");
+}
+
+TEST(Checkpoint, UnquantizedExpertIsRefused) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  edit_config(dir.path(), [](ordered_json& c) { c["num_experts"] = 4; });
+  add_tensor(dir.path(), "model.layers.0.mlp.experts.3.gate_proj.weight", format::StDType::f16);
+  expect_error([&] { Checkpoint::open(dir.path()).load_layer(0); },
+               "expert module 'model.layers.0.mlp.experts.3.gate_proj' is stored unquantized");
+}
+
+TEST(Checkpoint, ExpertsIgnoredByTheConfigAreRefused) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path(), {.format = CheckpointFormat::compressed_tensors});
+  edit_config(dir.path(), [](ordered_json& c) {
+    c["quantization_config"]["ignore"].push_back("re:.*experts\\.1\\.");
+  });
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  expect_error([&] { ckpt.load_layer(0); },
+               "expert module 'model.layers.0.mlp.experts.1.gate_proj' is left unquantized by the "
+               "quantization config");
+}
+
+TEST(Checkpoint, LayerWithoutExperts) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  expect_error([&] { Checkpoint::open(dir.path()).load_layer(5); },
+               "layer 5 has no experts (MoE layers: 0)");
+}
+
+TEST(Checkpoint, DirectoryWithoutExperts) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  std::filesystem::remove(dir.path() / "model.safetensors");
+  add_tensor(dir.path(), "model.layers.0.mlp.up_proj.qweight", format::StDType::i32);
+  expect_error([&] { Checkpoint::open(dir.path()); }, "no expert tensors (looked for");
+}
+
+TEST(Checkpoint, MoeWna16RefusesDescAct) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path(), {}, gptq_int4(true));
+  EXPECT_TRUE(Checkpoint::open(dir.path()).scheme().act_order);
+  expect_error([&] { Checkpoint::open(dir.path(), {.as_moe_wna16 = true}); },
+               "moe_wna16 reads GPTQ only without desc_act");
+}
+
+TEST(Checkpoint, MoeWna16RefusesCompressedTensors) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path(), {.format = CheckpointFormat::compressed_tensors});
+  expect_error([&] { Checkpoint::open(dir.path(), {.as_moe_wna16 = true}); },
+               "moe_wna16 reads GPTQ or AWQ checkpoints, this one is compressed-tensors");
+}
+
+TEST(Checkpoint, WriterRefusesToOverwrite) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  expect_error([&] { write_small(dir.path()); }, "already holds a checkpoint");
+}
+
+TEST(Checkpoint, WriterRefusesAwqActOrderAndInt8) {
+  test::ScratchDir a("ckpt"), b("ckpt");
+  expect_error([&] { write_small(a.path(), {.format = CheckpointFormat::awq}, gptq_int4(true)); },
+               "AWQ gemm holds int4 without act-order");
+  QuantScheme int8 = gptq_int4();
+  int8.bits = 8;
+  expect_error([&] { write_small(b.path(), {.format = CheckpointFormat::awq}, int8); },
+               "AWQ gemm holds int4 without act-order, not int8 g16 sym");
+}
+
+TEST(Checkpoint, FormatNames) {
+  for (auto f : {CheckpointFormat::gptq, CheckpointFormat::awq,
+                 CheckpointFormat::compressed_tensors, CheckpointFormat::moe_wna16}) {
+    EXPECT_EQ(parse_checkpoint_format(name(f)), f);
+  }
+  expect_error(
+      [] { parse_checkpoint_format("gguf"); },
+      "unknown checkpoint format 'gguf' (valid: gptq, awq, compressed-tensors, moe_wna16)");
+}
+
+}  // namespace
+}  // namespace qmoe
