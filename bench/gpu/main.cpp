@@ -216,7 +216,7 @@ int run(const Options& o) {
       "(cuBLAS 8192^3)\n\n",
       ceilings.copy_bytes_per_s / 1e9, ceilings.bf16_flops_per_s / 1e12);
   fmt::print(
-      "| shape | M | backend | us | p10-p90 | floor us | frac | weight GB/s | route+align "
+      "| shape | M | backend | us | p10-p90 | floor us | frac | int4 GB/s | route+align "
       "us | rel err | timing |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
       "| --- |\n");
 

@@ -14,6 +14,8 @@ using align_tiling::kThreads;
 using align_tiling::kWarps;
 static_assert(kThreads >= kMaxAlignExperts, "the scan gives every local expert one thread");
 
+constexpr int kSteps = kPairsPerWarp / 32;  // pairs per lane
+
 __device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, int num_experts,
                                             const int32_t* expert_map, int num_local) {
   const int e = topk_ids[i];
@@ -22,23 +24,66 @@ __device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, 
   return local < num_local ? local : -1;
 }
 
-// Per-block histogram of local experts -> block_counts[block][E_local].
-__global__ void __launch_bounds__(kThreads)
-    count_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
-                 const int32_t* __restrict__ expert_map, int num_local,
-                 int32_t* __restrict__ block_counts) {
-  __shared__ int counts_sh[kMaxAlignExperts];
-  for (int e = threadIdx.x; e < num_local; e += kThreads) counts_sh[e] = 0;
-  __syncthreads();
-  const int64_t begin = int64_t(blockIdx.x) * kPairsPerBlock;
-  const int64_t end = min(begin + kPairsPerBlock, num_pairs);
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const int e = local_expert(topk_ids, i, num_experts, expert_map, num_local);
-    if (e >= 0) atomicAdd(&counts_sh[e], 1);
+// The local expert of each pair of this lane in its warp's run (-1: dropped or past the end),
+// all loaded before any is used so the loads overlap.
+__device__ __forceinline__ void load_warp_run(const int32_t* topk_ids, int64_t num_pairs,
+                                              int num_experts, const int32_t* expert_map,
+                                              int num_local, int (&e)[kSteps]) {
+  const int64_t first =
+      int64_t(blockIdx.x) * kPairsPerBlock + (threadIdx.x / 32) * kPairsPerWarp + threadIdx.x % 32;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t i = first + s * 32;
+    e[s] = i < num_pairs ? local_expert(topk_ids, i, num_experts, expert_map, num_local) : -1;
   }
+}
+
+// table_sh[w][e] = pairs of local expert e in warp w's run. The lowest lane of each group of
+// equal experts in a step adds the group's size, so no atomics are needed. Caller syncs after.
+__device__ void count_per_warp(const int (&e)[kSteps], int num_local,
+                               int (*table_sh)[kMaxAlignExperts]) {
+  for (int idx = threadIdx.x; idx < kWarps * num_local; idx += kThreads)
+    table_sh[idx / num_local][idx % num_local] = 0;
   __syncthreads();
-  for (int e = threadIdx.x; e < num_local; e += kThreads)
-    block_counts[int64_t(blockIdx.x) * num_local + e] = counts_sh[e];
+  const int warp = threadIdx.x / 32;
+  const unsigned lanes_below = (1u << (threadIdx.x % 32)) - 1u;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const unsigned same = __match_any_sync(0xffffffffu, e[s]);
+    if (e[s] >= 0 && (same & lanes_below) == 0) table_sh[warp][e[s]] += __popc(same);
+    __syncwarp();  // the next step's leader of the same expert may be another lane
+  }
+}
+
+// Turns the counts of expert `e` (this thread's) into each warp's first row: first_row plus the
+// pairs of that expert in earlier warps. Caller syncs before and after.
+__device__ void warp_first_rows(int e, int first_row, int (*table_sh)[kMaxAlignExperts]) {
+  int row = first_row;
+  for (int w = 0; w < kWarps; ++w) {
+    const int c = table_sh[w][e];
+    table_sh[w][e] = row;
+    row += c;
+  }
+}
+
+// Places each pair at its warp's next row of its expert, in increasing pair order.
+__device__ void place_pairs(const int (&e)[kSteps], int64_t num_pairs,
+                            int (*table_sh)[kMaxAlignExperts], const AlignOutputs& out) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const int64_t first = int64_t(blockIdx.x) * kPairsPerBlock + warp * kPairsPerWarp + lane;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t i = first + s * 32;
+    const unsigned same = __match_any_sync(0xffffffffu, e[s]);
+    int row = -1;
+    if (e[s] >= 0) row = table_sh[warp][e[s]] + __popc(same & lanes_below);
+    __syncwarp();
+    if (e[s] >= 0 && (same & lanes_below) == 0) table_sh[warp][e[s]] += __popc(same);
+    __syncwarp();
+    if (e[s] >= 0) out.sorted_pair_ids[row] = static_cast<int32_t>(i);
+    if (i < num_pairs && out.pair_rows) out.pair_rows[i] = row;
+  }
 }
 
 // Inclusive block-wide scan of one int per thread (Hillis-Steele; E_local <= 512 values).
@@ -56,27 +101,17 @@ __device__ int block_inclusive_scan(int v, int* scan_sh) {
   return result;
 }
 
-// One block. Turns block_counts into each block's first rank per expert, lays out the padded
-// expert runs and writes everything that does not depend on individual pairs.
-__global__ void __launch_bounds__(kThreads)
-    layout_kernel(int32_t* __restrict__ block_counts, int num_blocks, int num_local, int tile_rows,
-                  int32_t sentinel, int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+// One block, thread e = local expert e with `count` pairs: lays out the padded expert runs and
+// writes everything that does not depend on individual pairs. Returns expert e's first row.
+__device__ int write_layout(int count, int num_local, int tile_rows, int32_t sentinel,
+                            int64_t max_padded_rows, int64_t max_tiles, const AlignOutputs& out) {
   __shared__ int scan_sh[kThreads];
+  __shared__ int total_sh, active_sh;
   const int e = threadIdx.x;
-  int count = 0;
-  if (e < num_local) {
-    for (int b = 0; b < num_blocks; ++b) {
-      int32_t* slot = block_counts + int64_t(b) * num_local + e;
-      const int c = *slot;
-      *slot = count;
-      count += c;
-    }
-  }
   const int padded = (count + tile_rows - 1) / tile_rows * tile_rows;
   const int end = block_inclusive_scan(padded, scan_sh);
   const int begin = end - padded;
   const int active_rank = block_inclusive_scan(count > 0 ? 1 : 0, scan_sh) - (count > 0 ? 1 : 0);
-  __shared__ int total_sh, active_sh;
   if (e == num_local - 1) {
     total_sh = end;
     active_sh = active_rank + (count > 0 ? 1 : 0);
@@ -103,52 +138,86 @@ __global__ void __launch_bounds__(kThreads)
     out.tile_experts[t] = -1;
   for (int64_t r = padded_total + e; r < max_padded_rows; r += kThreads)
     out.sorted_pair_ids[r] = sentinel;
+  return begin;
 }
 
-// Places every pair at offset[e] + its rank within expert e (see kPairsPerBlock).
+// At most kPairsPerBlock pairs (decode): count, layout and placement in one launch.
+__global__ void __launch_bounds__(kThreads)
+    align_one_block_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
+                           const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
+                           int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+  __shared__ int table_sh[kWarps][kMaxAlignExperts];
+  int e[kSteps];
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  count_per_warp(e, num_local, table_sh);
+  __syncthreads();
+  int count = 0;
+  if (threadIdx.x < num_local)
+    for (int w = 0; w < kWarps; ++w) count += table_sh[w][threadIdx.x];
+  const int first_row = write_layout(count, num_local, tile_rows, static_cast<int32_t>(num_pairs),
+                                     max_padded_rows, max_tiles, out);
+  if (threadIdx.x < num_local) warp_first_rows(threadIdx.x, first_row, table_sh);
+  __syncthreads();
+  place_pairs(e, num_pairs, table_sh, out);
+}
+
+// Many blocks, step 1: per-block counts -> block_counts[block][E_local].
+__global__ void __launch_bounds__(kThreads)
+    count_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
+                 const int32_t* __restrict__ expert_map, int num_local,
+                 int32_t* __restrict__ block_counts) {
+  __shared__ int table_sh[kWarps][kMaxAlignExperts];
+  int e[kSteps];
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  count_per_warp(e, num_local, table_sh);
+  __syncthreads();
+  if (threadIdx.x < num_local) {
+    int count = 0;
+    for (int w = 0; w < kWarps; ++w) count += table_sh[w][threadIdx.x];
+    block_counts[int64_t(blockIdx.x) * num_local + threadIdx.x] = count;
+  }
+}
+
+// Many blocks, step 2 (one block): block_counts becomes each block's first rank per expert
+// (in place), then the layout.
+__global__ void __launch_bounds__(kThreads)
+    layout_kernel(int32_t* __restrict__ block_counts, int num_blocks, int num_local, int tile_rows,
+                  int32_t sentinel, int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+  constexpr int kBatch = 8;  // loads in flight per thread: the blocks' counts are independent
+  int count = 0;
+  if (threadIdx.x < num_local) {
+    for (int b0 = 0; b0 < num_blocks; b0 += kBatch) {
+      int c[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i)
+        c[i] = b0 + i < num_blocks ? block_counts[int64_t(b0 + i) * num_local + threadIdx.x] : 0;
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        if (b0 + i < num_blocks) block_counts[int64_t(b0 + i) * num_local + threadIdx.x] = count;
+        count += c[i];
+      }
+    }
+  }
+  write_layout(count, num_local, tile_rows, sentinel, max_padded_rows, max_tiles, out);
+}
+
+// Many blocks, step 3: places every pair at offset[e] + its rank within expert e.
 __global__ void __launch_bounds__(kThreads)
     scatter_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                    const int32_t* __restrict__ expert_map, int num_local,
                    const int32_t* __restrict__ block_first_rank, AlignOutputs out) {
-  __shared__ int next_sh[kWarps][kMaxAlignExperts];  // per warp: next row of each expert
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int e = threadIdx.x; e < num_local; e += kThreads)
-    for (int w = 0; w < kWarps; ++w) next_sh[w][e] = 0;
+  __shared__ int table_sh[kWarps][kMaxAlignExperts];
+  int e[kSteps];
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  count_per_warp(e, num_local, table_sh);
   __syncthreads();
-
-  const int64_t warp_begin = int64_t(blockIdx.x) * kPairsPerBlock + warp * kPairsPerWarp;
-  const unsigned lanes_below = (1u << lane) - 1u;
-  for (int step = 0; step < kPairsPerWarp; step += 32) {
-    const int64_t i = warp_begin + step + lane;
-    const int e =
-        i < num_pairs ? local_expert(topk_ids, i, num_experts, expert_map, num_local) : -1;
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && (same & lanes_below) == 0) next_sh[warp][e] += __popc(same);
-  }
+  if (threadIdx.x < num_local)
+    warp_first_rows(threadIdx.x,
+                    out.expert_offsets[threadIdx.x] +
+                        block_first_rank[int64_t(blockIdx.x) * num_local + threadIdx.x],
+                    table_sh);
   __syncthreads();
-  for (int e = threadIdx.x; e < num_local; e += kThreads) {
-    int row = out.expert_offsets[e] + block_first_rank[int64_t(blockIdx.x) * num_local + e];
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = next_sh[w][e];
-      next_sh[w][e] = row;
-      row += c;
-    }
-  }
-  __syncthreads();
-
-  for (int step = 0; step < kPairsPerWarp; step += 32) {
-    const int64_t i = warp_begin + step + lane;
-    const bool in_range = i < num_pairs;
-    const int e = in_range ? local_expert(topk_ids, i, num_experts, expert_map, num_local) : -1;
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    int row = -1;
-    if (e >= 0) row = next_sh[warp][e] + __popc(same & lanes_below);
-    __syncwarp();
-    if (e >= 0 && (same & lanes_below) == 0) next_sh[warp][e] += __popc(same);
-    __syncwarp();
-    if (e >= 0) out.sorted_pair_ids[row] = static_cast<int32_t>(i);
-    if (in_range && out.pair_rows) out.pair_rows[i] = row;
-  }
+  place_pairs(e, num_pairs, table_sh, out);
 }
 
 }  // namespace
@@ -172,21 +241,23 @@ cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int
   auto* block_counts = static_cast<int32_t*>(workspace);
   const int64_t max_padded_rows = align_tiling::max_padded_rows(num_pairs, num_local, tile_rows);
 
-  if (blocks > 0) {
-    count_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
-                                                  num_local, block_counts);
-    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  }
-  layout_kernel<<<1, kThreads, 0, stream>>>(block_counts, blocks, num_local, tile_rows,
-                                            static_cast<int32_t>(num_pairs), max_padded_rows,
-                                            max_padded_rows / tile_rows, out);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  if (blocks > 0) {
-    scatter_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
-                                                    num_local, block_counts, out);
+  const int64_t max_tiles = max_padded_rows / tile_rows;
+  const auto sentinel = static_cast<int32_t>(num_pairs);
+  if (blocks <= 1) {
+    align_one_block_kernel<<<1, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
+                                                       num_local, tile_rows, max_padded_rows,
+                                                       max_tiles, out);
     return cudaGetLastError();
   }
-  return cudaSuccess;
+  count_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
+                                                num_local, block_counts);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  layout_kernel<<<1, kThreads, 0, stream>>>(block_counts, blocks, num_local, tile_rows, sentinel,
+                                            max_padded_rows, max_tiles, out);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  scatter_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
+                                                  num_local, block_counts, out);
+  return cudaGetLastError();
 }
 
 }  // namespace qmoe

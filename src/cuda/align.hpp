@@ -48,7 +48,8 @@ struct AlignOutputs {
 // topk_ids: device i32 [num_pairs] (= [M, k] contiguous). expert_map: device i32 [num_experts]
 // or nullptr (then num_local_experts must equal num_experts). Every output element listed above
 // is written (whole arrays, up to their max lengths), so nothing needs clearing beforehand.
-// workspace: at least align_sizes(...).workspace_bytes. Three launches, no host sync.
+// workspace: at least align_sizes(...).workspace_bytes. One launch up to 4096 pairs, three
+// beyond; no host sync.
 cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int64_t num_experts,
                                  const int32_t* expert_map, int64_t num_local_experts,
                                  int tile_rows, void* workspace, size_t workspace_bytes,

@@ -33,5 +33,8 @@ inline HalfData random_half(DType t, size_t n, std::mt19937_64& rng, float stdde
 
 // Half an ulp of the format, relative: the rounding of one result.
 inline double half_ulp(DType t) { return t == DType::bf16 ? 1.0 / 256 : 1.0 / 2048; }
+// Half the spacing of the format's subnormals: the absolute rounding error below the normal
+// range (f16 results under 6.1e-5 are subnormal; bf16 shares f32's range).
+inline double half_subnormal_step(DType t) { return t == DType::bf16 ? 0x1p-134 : 0x1p-25; }
 
 }  // namespace qmoe::test

@@ -58,7 +58,8 @@ void run_case(const RoutingCase& rc, uint64_t seed) {
   const bool quantized = rc.logits == Logits::quantized;
   if (rc.bias)
     for (int64_t e = 0; e < rc.E; ++e)
-      config.correction_bias.push_back(quantized ? static_cast<float>(grid(rng)) / 64.0f : normal(rng) * 0.05f);
+      config.correction_bias.push_back(quantized ? static_cast<float>(grid(rng)) / 64.0f
+                                                 : normal(rng) * 0.05f);
   std::vector<float> logits(rc.M * rc.E);
   for (float& x : logits) x = quantized ? static_cast<float>(grid(rng)) / 4.0f : normal(rng);
 
