@@ -60,13 +60,8 @@ struct BackendDescriptor {
 // Every activation qmoe knows, for descriptors that implement them all.
 std::vector<Activation> all_activations();
 
-// The descriptors, one function per backend, defined in src/backend/<folder>/descriptor.cpp.
-const BackendDescriptor& emulation_descriptor();
-const BackendDescriptor& cpu_descriptor();
-const BackendDescriptor& cuda_mma_descriptor();
-const BackendDescriptor& cuda_wgmma_descriptor();
-
-// All of them (src/oracle/descriptors.cpp, one line per backend).
+// Every backend's descriptor (the priority table's entries, src/oracle/priority.cpp), and one by
+// name (nullptr when unknown).
 const std::vector<const BackendDescriptor*>& all_descriptors();
 const BackendDescriptor* find_descriptor(std::string_view name);
 

@@ -1,11 +1,17 @@
-// THE priority table, and the list of every backend the oracle knows. Adding a backend: write
-// its descriptor (src/backend/<folder>/descriptor.cpp, declared in oracle/descriptor.hpp) and add
-// it to its platform's row here.
+// THE priority table, and so the list of every backend the oracle knows. Adding a backend: write
+// its descriptor function in src/backend/<folder>/descriptor.cpp (compiled automatically), declare
+// it below and put it in its platform's row.
 #include "oracle/priority.hpp"
 
 #include <array>
 
 namespace qmoe {
+
+// Defined next to each backend's code, in src/backend/<folder>/descriptor.cpp.
+const BackendDescriptor& emulation_descriptor();
+const BackendDescriptor& cpu_descriptor();
+const BackendDescriptor& cuda_mma_descriptor();
+const BackendDescriptor& cuda_wgmma_descriptor();
 
 namespace {
 

@@ -17,10 +17,15 @@ using test::base_layer;
 using test::int_scheme;
 using test::with_scheme;
 
+const BackendDescriptor& emulation_rules() { return test::descriptor("emulation"); }
+const BackendDescriptor& cpu_rules() { return test::descriptor("cpu"); }
+const BackendDescriptor& cuda_mma_rules() { return test::descriptor("cuda-mma"); }
+const BackendDescriptor& cuda_wgmma_rules() { return test::descriptor("cuda-wgmma"); }
+
 // cuda-wgmma's own rules, as they will apply once its kernel exists.
 const BackendDescriptor& wgmma_if_written() {
   static const BackendDescriptor d = [] {
-    BackendDescriptor b = cuda_wgmma_descriptor();
+    BackendDescriptor b = cuda_wgmma_rules();
     b.unavailable = {};
     return b;
   }();
@@ -93,73 +98,73 @@ constexpr const char* kPass = nullptr;
 
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(Emulation, DescriptorRule, testing::Values(
-    Rule{"base", emulation_descriptor, kCpu, base, kPass},
-    Rule{"any_cpu_without_x86_features", emulation_descriptor, "cpu:generic", base, kPass},
-    Rule{"not_on_cuda", emulation_descriptor, "h100", base, "runs on the CPU"},
-    Rule{"int8_g64_asym", emulation_descriptor, kCpu, [] { return scheme(int_scheme(8, 64, true)); }, kPass},
-    Rule{"mxfp4", emulation_descriptor, kCpu, [] { return scheme(test::mxfp4_scheme()); }, kPass},
-    Rule{"channelwise", emulation_descriptor, kCpu, [] { return scheme(int_scheme(4, kChannelwise)); }, kPass},
-    Rule{"g256_any_divisor", emulation_descriptor, kCpu, [] { return scheme(int_scheme(4, 256)); }, kPass},
-    Rule{"g24_not_dividing_H", emulation_descriptor, kCpu, [] { return scheme(int_scheme(8, 24)); }, "group size 24 is not supported"},
-    Rule{"act_order", emulation_descriptor, kCpu, [] { return scheme(int_scheme(4, 128, true, true)); }, kPass},
-    Rule{"act_order_split_k", emulation_descriptor, kCpu, split_act_order, kPass},
-    Rule{"relu2_no_mul", emulation_descriptor, kCpu, [] { return activation(Activation::relu2_no_mul); }, kPass},
-    Rule{"f32", emulation_descriptor, kCpu, [] { return dtype(DType::f32); }, kPass},
-    Rule{"bias", emulation_descriptor, kCpu, biased, kPass},
-    Rule{"router_weight_on_input", emulation_descriptor, kCpu, router_on_input, kPass},
-    Rule{"odd_shapes", emulation_descriptor, kCpu, [] { return with_scheme(shape(2050, 770), int_scheme(4, kChannelwise)); }, kPass}));
+    Rule{"base", emulation_rules, kCpu, base, kPass},
+    Rule{"any_cpu_without_x86_features", emulation_rules, "cpu:generic", base, kPass},
+    Rule{"not_on_cuda", emulation_rules, "h100", base, "runs on the CPU"},
+    Rule{"int8_g64_asym", emulation_rules, kCpu, [] { return scheme(int_scheme(8, 64, true)); }, kPass},
+    Rule{"mxfp4", emulation_rules, kCpu, [] { return scheme(test::mxfp4_scheme()); }, kPass},
+    Rule{"channelwise", emulation_rules, kCpu, [] { return scheme(int_scheme(4, kChannelwise)); }, kPass},
+    Rule{"g256_any_divisor", emulation_rules, kCpu, [] { return scheme(int_scheme(4, 256)); }, kPass},
+    Rule{"g24_not_dividing_H", emulation_rules, kCpu, [] { return scheme(int_scheme(8, 24)); }, "group size 24 is not supported"},
+    Rule{"act_order", emulation_rules, kCpu, [] { return scheme(int_scheme(4, 128, true, true)); }, kPass},
+    Rule{"act_order_split_k", emulation_rules, kCpu, split_act_order, kPass},
+    Rule{"relu2_no_mul", emulation_rules, kCpu, [] { return activation(Activation::relu2_no_mul); }, kPass},
+    Rule{"f32", emulation_rules, kCpu, [] { return dtype(DType::f32); }, kPass},
+    Rule{"bias", emulation_rules, kCpu, biased, kPass},
+    Rule{"router_weight_on_input", emulation_rules, kCpu, router_on_input, kPass},
+    Rule{"odd_shapes", emulation_rules, kCpu, [] { return with_scheme(shape(2050, 770), int_scheme(4, kChannelwise)); }, kPass}));
 
 INSTANTIATE_TEST_SUITE_P(Cpu, DescriptorRule, testing::Values(
-    Rule{"base", cpu_descriptor, kCpu, base, kPass},
-    Rule{"x86_64_without_avx2_uses_portable_code", cpu_descriptor, "cpu:x86-64", base, kPass},
-    Rule{"needs_x86_64", cpu_descriptor, "cpu:generic", base, "needs a CPU with x86-64"},
-    Rule{"not_on_cuda", cpu_descriptor, "a100", base, "runs on the CPU"},
-    Rule{"int8_g128", cpu_descriptor, kCpu, [] { return scheme(int_scheme(8, 128)); }, kPass},
-    Rule{"int4_asym", cpu_descriptor, kCpu, [] { return scheme(int_scheme(4, 128, true)); }, kPass},
-    Rule{"int8_asym_channelwise", cpu_descriptor, kCpu, [] { return scheme(int_scheme(8, kChannelwise, true)); }, kPass},
-    Rule{"g32", cpu_descriptor, kCpu, [] { return scheme(int_scheme(4, 32)); }, kPass},
-    Rule{"g64", cpu_descriptor, kCpu, [] { return scheme(int_scheme(4, 64)); }, kPass},
-    Rule{"g256_divides_K", cpu_descriptor, kCpu, [] { return scheme(int_scheme(4, 256)); }, kPass},
-    Rule{"odd_group", cpu_descriptor, kCpu, [] { return with_scheme(shape(1536, 768), int_scheme(4, 3)); }, "any multiple of 2 dividing K"},
-    Rule{"mxfp4", cpu_descriptor, kCpu, [] { return scheme(test::mxfp4_scheme()); }, "mxfp4 weights are not supported"},
-    Rule{"act_order", cpu_descriptor, kCpu, [] { return scheme(int_scheme(4, 128, false, true)); }, kPass},
-    Rule{"act_order_split_k", cpu_descriptor, kCpu, split_act_order, "act-order shard split on K"},
-    Rule{"every_activation", cpu_descriptor, kCpu, [] { return activation(Activation::gelu_tanh_no_mul); }, kPass},
-    Rule{"f32", cpu_descriptor, kCpu, [] { return dtype(DType::f32); }, kPass},
-    Rule{"f16", cpu_descriptor, kCpu, [] { return dtype(DType::f16); }, kPass},
-    Rule{"bias", cpu_descriptor, kCpu, biased, kPass},
-    Rule{"router_weight_on_input", cpu_descriptor, kCpu, router_on_input, kPass}));
+    Rule{"base", cpu_rules, kCpu, base, kPass},
+    Rule{"x86_64_without_avx2_uses_portable_code", cpu_rules, "cpu:x86-64", base, kPass},
+    Rule{"needs_x86_64", cpu_rules, "cpu:generic", base, "needs a CPU with x86-64"},
+    Rule{"not_on_cuda", cpu_rules, "a100", base, "runs on the CPU"},
+    Rule{"int8_g128", cpu_rules, kCpu, [] { return scheme(int_scheme(8, 128)); }, kPass},
+    Rule{"int4_asym", cpu_rules, kCpu, [] { return scheme(int_scheme(4, 128, true)); }, kPass},
+    Rule{"int8_asym_channelwise", cpu_rules, kCpu, [] { return scheme(int_scheme(8, kChannelwise, true)); }, kPass},
+    Rule{"g32", cpu_rules, kCpu, [] { return scheme(int_scheme(4, 32)); }, kPass},
+    Rule{"g64", cpu_rules, kCpu, [] { return scheme(int_scheme(4, 64)); }, kPass},
+    Rule{"g256_divides_K", cpu_rules, kCpu, [] { return scheme(int_scheme(4, 256)); }, kPass},
+    Rule{"odd_group", cpu_rules, kCpu, [] { return with_scheme(shape(1536, 768), int_scheme(4, 3)); }, "any multiple of 2 dividing K"},
+    Rule{"mxfp4", cpu_rules, kCpu, [] { return scheme(test::mxfp4_scheme()); }, "mxfp4 weights are not supported"},
+    Rule{"act_order", cpu_rules, kCpu, [] { return scheme(int_scheme(4, 128, false, true)); }, kPass},
+    Rule{"act_order_split_k", cpu_rules, kCpu, split_act_order, "act-order shard split on K"},
+    Rule{"every_activation", cpu_rules, kCpu, [] { return activation(Activation::gelu_tanh_no_mul); }, kPass},
+    Rule{"f32", cpu_rules, kCpu, [] { return dtype(DType::f32); }, kPass},
+    Rule{"f16", cpu_rules, kCpu, [] { return dtype(DType::f16); }, kPass},
+    Rule{"bias", cpu_rules, kCpu, biased, kPass},
+    Rule{"router_weight_on_input", cpu_rules, kCpu, router_on_input, kPass}));
 
 INSTANTIATE_TEST_SUITE_P(CudaMma, DescriptorRule, testing::Values(
-    Rule{"base_h100", cuda_mma_descriptor, "h100", base, kPass},
-    Rule{"sm_80", cuda_mma_descriptor, "sm_80", base, kPass},
-    Rule{"sm_86", cuda_mma_descriptor, "a10", base, kPass},
-    Rule{"sm_90a", cuda_mma_descriptor, "sm_90a", base, kPass},
-    Rule{"below_sm_80", cuda_mma_descriptor, "sm_75", base, "needs compute capability sm_80 or newer"},
-    Rule{"not_on_cpu", cuda_mma_descriptor, kCpu, base, "runs on CUDA GPUs"},
-    Rule{"int8_g128", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(8, 128)); }, kPass},
-    Rule{"int4_asym", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 128, true)); }, kPass},
-    Rule{"g32", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 32)); }, kPass},
-    Rule{"g64", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 64)); }, kPass},
-    Rule{"channelwise", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(8, kChannelwise)); }, kPass},
-    Rule{"g256", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 256)); }, "group size 256 is not supported"},
-    Rule{"g16", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 16)); }, "group size 16 is not supported"},
-    Rule{"mxfp4", cuda_mma_descriptor, "h100", [] { return scheme(test::mxfp4_scheme()); }, "mxfp4 weights are not supported"},
-    Rule{"act_order", cuda_mma_descriptor, "h100", [] { return scheme(int_scheme(4, 128, true, true)); }, kPass},
-    Rule{"act_order_split_k", cuda_mma_descriptor, "h100", split_act_order, "act-order shard split on K"},
-    Rule{"relu2_no_mul", cuda_mma_descriptor, "h100", [] { return activation(Activation::relu2_no_mul); }, kPass},
-    Rule{"f16", cuda_mma_descriptor, "h100", [] { return dtype(DType::f16); }, kPass},
-    Rule{"f32", cuda_mma_descriptor, "h100", [] { return dtype(DType::f32); }, "f32 activations are not supported"},
-    Rule{"dtype_not_known_yet", cuda_mma_descriptor, "h100", [] { LayerDesc l = base(); l.activation_dtype.reset(); return l; }, kPass},
-    Rule{"bias", cuda_mma_descriptor, "h100", biased, kPass},
-    Rule{"router_weight_on_input", cuda_mma_descriptor, "h100", router_on_input, kPass},
-    Rule{"w13_rows_off_tile", cuda_mma_descriptor, "h100", [] { return shape(2048, 200); }, "w13 is [N=400, K=2048]: N must be a multiple of 64"},
-    Rule{"hidden_off_k_tile", cuda_mma_descriptor, "h100", [] { return with_scheme(shape(2056, 768), int_scheme(4, kChannelwise)); }, "w13 is [N=1536, K=2056]: K must be a multiple of 16"},
-    Rule{"w2_rows_off_tile", cuda_mma_descriptor, "h100", [] { return with_scheme(shape(2000, 768), int_scheme(4, kChannelwise)); }, "w2 is [N=2000, K=768]: N must be a multiple of 64"}));
+    Rule{"base_h100", cuda_mma_rules, "h100", base, kPass},
+    Rule{"sm_80", cuda_mma_rules, "sm_80", base, kPass},
+    Rule{"sm_86", cuda_mma_rules, "a10", base, kPass},
+    Rule{"sm_90a", cuda_mma_rules, "sm_90a", base, kPass},
+    Rule{"below_sm_80", cuda_mma_rules, "sm_75", base, "needs compute capability sm_80 or newer"},
+    Rule{"not_on_cpu", cuda_mma_rules, kCpu, base, "runs on CUDA GPUs"},
+    Rule{"int8_g128", cuda_mma_rules, "h100", [] { return scheme(int_scheme(8, 128)); }, kPass},
+    Rule{"int4_asym", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 128, true)); }, kPass},
+    Rule{"g32", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 32)); }, kPass},
+    Rule{"g64", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 64)); }, kPass},
+    Rule{"channelwise", cuda_mma_rules, "h100", [] { return scheme(int_scheme(8, kChannelwise)); }, kPass},
+    Rule{"g256", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 256)); }, "group size 256 is not supported"},
+    Rule{"g16", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 16)); }, "group size 16 is not supported"},
+    Rule{"mxfp4", cuda_mma_rules, "h100", [] { return scheme(test::mxfp4_scheme()); }, "mxfp4 weights are not supported"},
+    Rule{"act_order", cuda_mma_rules, "h100", [] { return scheme(int_scheme(4, 128, true, true)); }, kPass},
+    Rule{"act_order_split_k", cuda_mma_rules, "h100", split_act_order, "act-order shard split on K"},
+    Rule{"relu2_no_mul", cuda_mma_rules, "h100", [] { return activation(Activation::relu2_no_mul); }, kPass},
+    Rule{"f16", cuda_mma_rules, "h100", [] { return dtype(DType::f16); }, kPass},
+    Rule{"f32", cuda_mma_rules, "h100", [] { return dtype(DType::f32); }, "f32 activations are not supported"},
+    Rule{"dtype_not_known_yet", cuda_mma_rules, "h100", [] { LayerDesc l = base(); l.activation_dtype.reset(); return l; }, kPass},
+    Rule{"bias", cuda_mma_rules, "h100", biased, kPass},
+    Rule{"router_weight_on_input", cuda_mma_rules, "h100", router_on_input, kPass},
+    Rule{"w13_rows_off_tile", cuda_mma_rules, "h100", [] { return shape(2048, 200); }, "w13 is [N=400, K=2048]: N must be a multiple of 64"},
+    Rule{"hidden_off_k_tile", cuda_mma_rules, "h100", [] { return with_scheme(shape(2056, 768), int_scheme(4, kChannelwise)); }, "w13 is [N=1536, K=2056]: K must be a multiple of 16"},
+    Rule{"w2_rows_off_tile", cuda_mma_rules, "h100", [] { return with_scheme(shape(2000, 768), int_scheme(4, kChannelwise)); }, "w2 is [N=2000, K=768]: N must be a multiple of 64"}));
 
 INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
-    Rule{"not_written_yet", cuda_wgmma_descriptor, "h100", base, "kernel not written yet"},
-    Rule{"not_written_even_on_cpu", cuda_wgmma_descriptor, kCpu, base, "kernel not written yet"},
+    Rule{"not_written_yet", cuda_wgmma_rules, "h100", base, "kernel not written yet"},
+    Rule{"not_written_even_on_cpu", cuda_wgmma_rules, kCpu, base, "kernel not written yet"},
     Rule{"base_h200", wgmma_if_written, "h200", base, kPass},
     Rule{"sm_90a_only", wgmma_if_written, "a100", base, "needs compute capability sm_90; "},
     Rule{"not_on_blackwell", wgmma_if_written, "b200", base, "needs compute capability sm_90; "},
@@ -174,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
 
 // The group-size rules that no shipped descriptor trips today, on descriptors of their own.
 TEST(DescriptorRuleSynthetic, GroupMustCoverWholeKTiles) {
-  BackendDescriptor d = cuda_mma_descriptor();
+  BackendDescriptor d = cuda_mma_rules();
   d.group_sizes = {kChannelwise, kAnyGroupDividingK};
   d.k_multiple = 64;
   const DeviceDesc h100 = parse_device("h100");
@@ -186,7 +191,7 @@ TEST(DescriptorRuleSynthetic, GroupMustCoverWholeKTiles) {
 }
 
 TEST(DescriptorRuleSynthetic, TilePaddingCoversShapesButNotActOrder) {  // upstream #22
-  BackendDescriptor d = cuda_mma_descriptor();
+  BackendDescriptor d = cuda_mma_rules();
   d.n_multiple = 64;
   d.pads_to_tile = true;
   const DeviceDesc h100 = parse_device("h100");
@@ -207,7 +212,7 @@ TEST(DescriptorRuleSynthetic, TilePaddingCoversShapesButNotActOrder) {  // upstr
 }
 
 TEST(DescriptorRuleSynthetic, ExpertAndTopKLimits) {
-  BackendDescriptor d = cpu_descriptor();
+  BackendDescriptor d = cpu_rules();
   d.max_experts = 64;
   d.max_top_k = 4;
   const DeviceDesc cpu = parse_device(kCpu);
@@ -227,7 +232,7 @@ TEST(DescriptorRuleSynthetic, ExpertAndTopKLimits) {
 TEST(DescriptorRuleSynthetic, DifferentSchemesAreNamedPerWeight) {
   LayerDesc l = base_layer();
   l.w2_scheme = int_scheme(4, 256);
-  const auto reason = first_failed_check(cuda_mma_descriptor(), l, parse_device("h100"));
+  const auto reason = first_failed_check(cuda_mma_rules(), l, parse_device("h100"));
   ASSERT_TRUE(reason);
   EXPECT_EQ(reason->rfind("w2: group size 256", 0), 0u) << *reason;
 }

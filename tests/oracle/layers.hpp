@@ -1,6 +1,8 @@
 #pragma once
 // Layers and devices the oracle tests are written against.
+#include "oracle/descriptor.hpp"
 #include "qmoe/device.hpp"
+#include "qmoe/error.hpp"
 #include "qmoe/oracle.hpp"
 
 namespace qmoe::test {
@@ -27,6 +29,13 @@ inline LayerDesc base_layer() {
   l.activation = Activation::silu;
   l.activation_dtype = DType::bf16;
   return l;
+}
+
+// A shipped descriptor by name; an Error when the oracle does not know it.
+inline const BackendDescriptor& descriptor(std::string_view name) {
+  const BackendDescriptor* d = find_descriptor(name);
+  if (!d) throw Error("the oracle has no descriptor named " + std::string(name));
+  return *d;
 }
 
 inline LayerDesc with_scheme(LayerDesc l, const QuantScheme& s) {

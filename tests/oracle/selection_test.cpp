@@ -37,8 +37,8 @@ const Verdict& verdict_of(const Selection& s, std::string_view backend) {
 
 // Two backends on the CPU platform: `first` has priority over `second`.
 struct Pair {
-  BackendDescriptor first = cpu_descriptor();
-  BackendDescriptor second = cpu_descriptor();
+  BackendDescriptor first = test::descriptor("cpu");
+  BackendDescriptor second = test::descriptor("cpu");
   Pair() {
     first.name = "first";
     second.name = "second";
@@ -134,7 +134,7 @@ TEST(UpstreamRegression, Int8WithGroupsIsAccepted) {  // #10
   if (find_backend("cpu")) {
     EXPECT_EQ(select(l, x86()).backend, "cpu");
   }
-  for (const BackendDescriptor* d : {&cpu_descriptor(), &cuda_mma_descriptor()}) {
+  for (const BackendDescriptor* d : {&test::descriptor("cpu"), &test::descriptor("cuda-mma")}) {
     const DeviceDesc device = parse_device(d->device == DeviceKind::cpu ? "cpu" : "h100");
     EXPECT_EQ(select_among({d}, l, device, "auto", everything_built).backend, d->name);
   }
@@ -184,8 +184,9 @@ TEST(UpstreamRegression, GroupSizeComesFromTheSchemeNotTheScaleType) {  // #7, P
     for (DType stored : {DType::f16, DType::bf16, DType::f32}) {
       QuantScheme s = int_scheme(4, group);
       s.source_scale_dtype = stored;
-      const Selection sel = evaluate_among({&cuda_mma_descriptor()}, with_scheme(base_layer(), s),
-                                           parse_device("h100"), "auto", everything_built);
+      const Selection sel =
+          evaluate_among({&test::descriptor("cuda-mma")}, with_scheme(base_layer(), s),
+                         parse_device("h100"), "auto", everything_built);
       reasons.push_back(verdict_of(sel, "cuda-mma").reason);
     }
     EXPECT_EQ(reasons[0], reasons[1]);
@@ -212,8 +213,8 @@ TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
                "cpu: needs a CPU with x86-64");
   EXPECT_EQ(select(mxfp4, x86(), "emulation").backend, "emulation");
   // Even with emulation first in the order and compatible, auto skips it.
-  const Selection s = select_among({&emulation_descriptor(), &cpu_descriptor()}, base_layer(),
-                                   x86(), "auto", everything_built);
+  const Selection s = select_among({&test::descriptor("emulation"), &test::descriptor("cpu")},
+                                   base_layer(), x86(), "auto", everything_built);
   EXPECT_EQ(s.backend, "cpu");
   EXPECT_NE(verdict_of(s, "emulation").reason.find("only when asked for by name"),
             std::string::npos);
