@@ -1,7 +1,8 @@
 // What `cuda-mma` runs (src/backend/cuda_mma/): tensor-core mma.sync (m16n8k16) with in-register
-// dequantization, sm_80 and newer. Tile multiples: a K step is 16 and one tile reads one scale
-// per group, so groups cover whole K steps; N is cut in 64-row tiles. Owner: edit these numbers
-// with the kernel.
+// dequantization, sm_80 and newer. The layout (layout.hpp) pads N to 16-row strips and K to whole
+// 16-byte chunks itself, so any N and K the canonical form holds are fine; a 32-k span must lie in
+// one group, so groups are channelwise or multiples of 32. Act-order with a K-split shard works
+// (groups come from g_idx). Owner: edit these numbers with the kernel.
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
@@ -16,15 +17,14 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.min_compute_capability = 80;
     b.int_bits = {4, 8};
     b.zero_points = true;
-    b.group_sizes = {kChannelwise, 32, 64, 128};
+    b.group_sizes = {kChannelwise, kAnyGroupDividingK};
+    b.group_multiple = 32;
     b.act_order = true;
+    b.act_order_split_k = true;
     b.activations = all_activations();
     b.activation_dtypes = {DType::bf16, DType::f16};
     b.bias = true;
     b.router_weight_on_input = true;
-    b.n_multiple = 64;
-    b.k_multiple = 16;
-    b.group_multiple_of_k_tile = true;
     return b;
   }();
   return d;
