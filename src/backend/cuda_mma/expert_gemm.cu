@@ -55,25 +55,21 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const double per_expert = pairs / std::max(hit, 1.0);
   const double tiles = std::min(double(max_tiles), hit * std::ceil(per_expert / tile_rows));
 
-  // Fraction of the resident CTAs kept busy over whole waves, for each split; take the largest
-  // strips_per_cta (least K splitting) within 10% of the best.
-  double efficiency[4] = {};
-  const int splits[4] = {8, 4, 2, 1};
-  double best = 0.0;
-  for (int i = 0; i < 4; ++i) {
-    const double items = tiles * std::ceil(double(w.strips) / splits[i]);
-    const double waves = std::ceil(items / resident);
-    efficiency[i] = items / (waves * resident);
-    if (w.chunks < 8 / splits[i]) efficiency[i] = 0.0;  // a warp per chunk at most
-    best = std::max(best, efficiency[i]);
-  }
+  // Time ~ waves x (start-up + chunks per warp). A work item starts with a dependent chain
+  // (tile expert -> first codes) during which its warps have nothing in flight, worth about
+  // kStartupChunks chunk-times; splitting K across more warps shortens each item but adds items
+  // and start-ups. Measured (bench/NOTES.md): long K loops beat full last waves at decode.
+  constexpr double kStartupChunks = 12;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
-  for (int i = 0; i < 4; ++i) {
-    if (efficiency[i] >= 0.9 * best) {
-      plan.strips_per_cta = splits[i];
-      break;
-    }
+  double best = 0.0;
+  for (int strips : {8, 4, 2, 1}) {
+    const int warps_k = 8 / strips;
+    if (strips < 8 && w.chunks < warps_k) break;  // at least one chunk per warp
+    const double items = tiles * std::ceil(double(w.strips) / strips);
+    const double cost =
+        std::ceil(items / resident) * (kStartupChunks + std::ceil(double(w.chunks) / warps_k));
+    if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips;
   }
   plan.warps_k = 8 / plan.strips_per_cta;
   const int64_t n_tiles = (w.strips + plan.strips_per_cta - 1) / plan.strips_per_cta;

@@ -82,28 +82,40 @@ __device__ __forceinline__ GroupParams<T, BITS> load_group(const uint32_t* scale
   return gp;
 }
 
+// Chunks a warp has in flight per iteration: 2 KB of int4 codes per warp at decode (what the
+// copy bandwidth needs), fewer for large tiles, whose registers go to accumulators and to the
+// activations of the iteration.
+template <int BITS, int BM>
+__host__ __device__ constexpr int chunks_per_iteration() {
+  constexpr int spans = BM == 8 ? 8 : BM == 16 ? 4 : 2;
+  return BITS == 4 ? (spans / 2 > 0 ? spans / 2 : 1) : (spans < 4 ? spans : 4);
+}
+
 // One warp: its strip's chunks [c_begin, c_end) against kFrags fragments of 8 token rows.
-// FAST: no act-order and every activation this warp reads lies inside K with 16-byte aligned
-// rows, so each lane's 8 activations of a span are one vector load.
-template <class T, int BITS, int BM, bool FAST>
+// PLAIN: no act-order and every activation this warp reads lies inside K with 16-byte aligned
+// rows, so each lane's 8 activations of a span are one vector load and groups advance by count.
+// Each iteration first issues the next iteration's codes and all of this iteration's
+// activations, then dequantizes and multiplies: no load sits between two dependent mma.
+template <class T, int BITS, int BM, bool PLAIN>
 __device__ __forceinline__ void warp_k_loop(const GemmProblem& p, int e, int64_t strip, int c_begin,
                                             int c_end, int lane, const T* const (&rows)[BM / 8],
                                             bool vector_ok, float (&acc)[BM / 8][4]) {
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
-  // Four 16-byte loads per lane in flight (2 KB per warp) while the previous four are
-  // multiplied: decode needs that much in flight to approach the copy bandwidth. Large tiles
-  // spend their registers on accumulators instead.
-  constexpr int kChunksPerIter = BM <= 16 ? 4 : 2;
+  constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
+  constexpr int kSpansPerIter = kChunksPerIter * kSpansPerChunk;
   constexpr int kWordsPerStep = BITS == 4 ? 1 : 2;
   const PackedWeightView& w = p.w;
   const int g = lane / 4, t = lane % 4;
 
   const uint4* codes = static_cast<const uint4*>(w.codes) +
                        ((int64_t(e) * w.strips + strip) * w.chunks) * kLanes + lane;
-  const int32_t* k_source = w.k_source ? w.k_source + int64_t(e) * w.K_pad : nullptr;
-  const int32_t* span_group =
-      w.span_group ? w.span_group + int64_t(e) * (w.K_pad / kSpanK) : nullptr;
+  const int32_t* k_source = PLAIN        ? nullptr
+                            : w.k_source ? w.k_source + int64_t(e) * w.K_pad
+                                         : nullptr;
+  const int32_t* span_group = PLAIN          ? nullptr
+                              : w.span_group ? w.span_group + int64_t(e) * (w.K_pad / kSpanK)
+                                             : nullptr;
   const int64_t group_stride = w.strips * 8;
   const uint32_t* scale_base = w.scale_pairs + int64_t(e) * w.groups * group_stride + strip * 8 + g;
   const uint16_t* zero_base =
@@ -137,65 +149,62 @@ __device__ __forceinline__ void warp_k_loop(const GemmProblem& p, int e, int64_t
       const int c = c0 + kChunksPerIter + u;
       if (c < c_end) next[u] = load_streaming(codes + c * kLanes);
     }
+    uint32_t b[kSpansPerIter][kFrags][4];
 #pragma unroll
-    for (int u = 0; u < kChunksPerIter; ++u) {
-      if (c0 + u >= c_end) continue;
+    for (int i = 0; i < kSpansPerIter; ++i) {
+      const int k0 = (c0 * kSpansPerChunk + i) * kSpanK + 8 * t;
+      const bool inside = c0 + i / kSpansPerChunk < c_end;
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f) {
+        if (PLAIN) {
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (rows[f] && inside) v = *reinterpret_cast<const uint4*>(rows[f] + k0);
+          b[i][f][0] = v.x, b[i][f][1] = v.y, b[i][f][2] = v.z, b[i][f][3] = v.w;
+        } else {
+          load_span_activations<T>(inside ? rows[f] : nullptr, k0, p, k_source, vector_ok, b[i][f]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kSpansPerIter; ++i) {
+      const int u = i / kSpansPerChunk, s = i % kSpansPerChunk;
+      if (c0 + u >= c_end) break;
       const uint32_t* words = reinterpret_cast<const uint32_t*>(&now[u]);
 #pragma unroll
-      for (int s = 0; s < kSpansPerChunk; ++s) {
-        const int k0 = span * kSpanK + 8 * t;
-        uint32_t b[kFrags][4];
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t a[4];
+        Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, cur.zeros, a);
+#pragma unroll
+        for (int f = 0; f < kFrags; ++f)
+          MmaType<T>::mma(part[f], a, b[i][f][2 * jj], b[i][f][2 * jj + 1]);
+      }
+      int next_grp = grp + 1;
+      bool flush;
+      if (span_group) {
+        next_grp = span < last_span ? span_group[span + 1] : grp;
+        flush = span == last_span || next_grp != grp;
+      } else {
+        flush = --left == 0 || span == last_span;
+      }
+      if (flush) {
 #pragma unroll
         for (int f = 0; f < kFrags; ++f) {
-          if (FAST) {
-            if (rows[f]) {
-              const uint4 v = *reinterpret_cast<const uint4*>(rows[f] + k0);
-              b[f][0] = v.x, b[f][1] = v.y, b[f][2] = v.z, b[f][3] = v.w;
-            } else {
-              b[f][0] = b[f][1] = b[f][2] = b[f][3] = 0;
-            }
-          } else {
-            load_span_activations<T>(rows[f], k0, p, k_source, vector_ok, b[f]);
-          }
+          acc[f][0] += cur.scale.x * part[f][0], acc[f][1] += cur.scale.x * part[f][1];
+          acc[f][2] += cur.scale.y * part[f][2], acc[f][3] += cur.scale.y * part[f][3];
+          part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
         }
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-          uint32_t a[4];
-          Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, cur.zeros, a);
-#pragma unroll
-          for (int f = 0; f < kFrags; ++f)
-            MmaType<T>::mma(part[f], a, b[f][2 * jj], b[f][2 * jj + 1]);
-        }
-        int next_grp = grp + 1;
-        bool flush;
+        grp = next_grp;
+        left = spans_per_group;
         if (span_group) {
-          next_grp = span < last_span ? span_group[span + 1] : grp;
-          flush = span == last_span || next_grp != grp;
+          cur = load_group<T, BITS>(scale_base, zero_base, min(grp, last_group) * group_stride,
+                                    w.scales_bf16);
         } else {
-          flush = --left == 0 || span == last_span;
+          cur = ahead;
+          ahead = load_group<T, BITS>(scale_base, zero_base,
+                                      min(grp + 1, last_group) * group_stride, w.scales_bf16);
         }
-        if (flush) {
-#pragma unroll
-          for (int f = 0; f < kFrags; ++f) {
-            acc[f][0] += cur.scale.x * part[f][0], acc[f][1] += cur.scale.x * part[f][1];
-            acc[f][2] += cur.scale.y * part[f][2], acc[f][3] += cur.scale.y * part[f][3];
-            part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
-          }
-          if (span != last_span) {
-            grp = next_grp;
-            left = spans_per_group;
-            if (span_group) {
-              cur = load_group<T, BITS>(scale_base, zero_base, min(grp, last_group) * group_stride,
-                                        w.scales_bf16);
-            } else {
-              cur = ahead;
-              ahead = load_group<T, BITS>(scale_base, zero_base,
-                                          min(grp + 1, last_group) * group_stride, w.scales_bf16);
-            }
-          }
-        }
-        ++span;
       }
+      ++span;
     }
 #pragma unroll
     for (int u = 0; u < kChunksPerIter; ++u) now[u] = next[u];
@@ -215,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
   const int items = tiles * n_tiles;
   const bool vector_ok =
       (w.K % 8 == 0) && (p.a_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0);
-  const bool fast = vector_ok && !w.k_source;
+  const bool plain = vector_ok && !w.k_source;
   const int chunks_per_warp = int((w.chunks + warps_k - 1) / warps_k);
   const int full_chunks = int(w.K / chunk_k(BITS));  // chunks whose activations all lie inside K
   const T* a_gl = static_cast<const T*>(p.a);
@@ -245,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
     if (e >= 0 && strip < w.strips && c_begin < c_end) {
-      if (fast && c_end <= full_chunks)
+      if (plain && c_end <= full_chunks)
         warp_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, acc);
       else
         warp_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, acc);
