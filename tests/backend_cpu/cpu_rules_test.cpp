@@ -70,6 +70,38 @@ TEST(CpuBackend, RejectsActOrderGroupsOfUnequalSize) {
   EXPECT_TRUE(throws_error_with([&] { MoE(c.config, moved, "cpu"); }, "exactly the group size"));
 }
 
+TEST(CpuBackend, RejectsKSplitActOrderShard) {
+  const QuantScheme act_order{.group_size = 32, .act_order = true};
+  test::MoECase c = test::make_case({.H = 64, .I = 32, .scheme = act_order});
+  test::MoECase whole = test::make_case({.H = 64, .I = 64, .scheme = act_order});
+  // The first half of K (32 of 64 channels) of w2, keeping the full-K scales and groups.
+  const QuantizedWeight& from = whole.experts->w2();
+  QuantizedWeight half{from.scheme,
+                       from.E,
+                       from.N,
+                       32,
+                       Buffer(DType::u8, {from.E, from.N, 16}),
+                       from.scales.clone(),
+                       Buffer{},
+                       Buffer(DType::i32, {from.E, 32}),
+                       Buffer{},
+                       64};
+  for (int64_t e = 0; e < from.E; ++e) {
+    for (int64_t n = 0; n < from.N; ++n)
+      for (int64_t b = 0; b < 16; ++b)
+        half.codes.data_as<uint8_t>()[(e * from.N + n) * 16 + b] =
+            from.codes.data_as<uint8_t>()[(e * from.N + n) * 32 + b];
+    for (int64_t k = 0; k < 32; ++k)
+      half.g_idx.data_as<int32_t>()[e * 32 + k] = from.g_idx.data_as<int32_t>()[e * 64 + k];
+  }
+  const QuantizedWeight& w13 = c.experts->w13();
+  const QuantizedExperts shard(
+      QuantizedWeight{w13.scheme, w13.E, w13.N, w13.K, w13.codes.clone(), w13.scales.clone(),
+                      Buffer{}, w13.g_idx.clone(), Buffer{}},
+      std::move(half));
+  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, shard, "cpu"); }, "K-split act-order shard"));
+}
+
 TEST(CpuBackend, RejectsExpertIdOutOfRange) {
   test::MoECase c = test::make_case({.E = 4, .M = 3});
   MoE moe(c.config, *c.experts, "cpu");

@@ -15,6 +15,10 @@ void check_packable(const QuantizedWeight& w, const std::string& what) {
   const QuantScheme& s = w.scheme;
   check(s.kind == WeightKind::integer, "{}: the cpu backend runs int4/int8 weights, not {}", what,
         to_string(s));
+  check(w.K_full == 0 || w.K_full == w.K,
+        "{}: a K-split act-order shard (K = {} of K_full = {}); the cpu backend packs whole-K "
+        "weights only (valid: the unsplit weight)",
+        what, w.K, w.K_full);
   const int64_t G = s.group_size_for(w.K);
   check(s.bits == 8 || G % 2 == 0,
         "{}: 4-bit group size {} is odd; the cpu backend packs k-pairs inside a group (valid: an "
