@@ -106,6 +106,7 @@ __global__ void gather_kernel(const uint4* x, const int32_t* sorted_pair_ids, in
 
 // Four independent 16-byte loads per thread before any store, so enough bytes are in flight to
 // reach the memory's bandwidth.
+template <bool kStreaming>
 __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t n) {
   constexpr int kUnroll = 4;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -114,10 +115,16 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
     uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (base + u * stride < n) v[u] = src[base + u * stride];
+      if (base + u * stride < n)
+        v[u] = kStreaming ? __ldcs(src + base + u * stride) : src[base + u * stride];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (base + u * stride < n) dst[base + u * stride] = v[u];
+      if (base + u * stride < n) {
+        if constexpr (kStreaming)
+          __stcs(dst + base + u * stride, v[u]);
+        else
+          dst[base + u * stride] = v[u];
+      }
   }
 }
 
@@ -177,14 +184,20 @@ cudaError_t gather_rows_bf16(const uint16_t* x, const int32_t* sorted_pair_ids, 
   return cudaGetLastError();
 }
 
-cudaError_t sm_copy(const void* src, void* dst, int64_t bytes, cudaStream_t stream) {
+cudaError_t sm_copy(const void* src, void* dst, int64_t bytes, int blocks_per_sm, bool streaming,
+                    cudaStream_t stream) {
   int device = 0, sms = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
   if (const cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       err != cudaSuccess)
     return err;
-  copy_kernel<<<static_cast<unsigned>(sms * 8), 512, 0, stream>>>(
-      static_cast<const uint4*>(src), static_cast<uint4*>(dst), bytes / 16);
+  const auto blocks = static_cast<unsigned>(sms * blocks_per_sm);
+  const auto* s = static_cast<const uint4*>(src);
+  auto* d = static_cast<uint4*>(dst);
+  if (streaming)
+    copy_kernel<true><<<blocks, 512, 0, stream>>>(s, d, bytes / 16);
+  else
+    copy_kernel<false><<<blocks, 512, 0, stream>>>(s, d, bytes / 16);
   return cudaGetLastError();
 }
 

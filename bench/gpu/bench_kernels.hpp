@@ -36,7 +36,10 @@ cudaError_t reference_silu_mul(const float* h, int64_t pairs, int64_t I, float* 
 cudaError_t gather_rows_bf16(const uint16_t* x, const int32_t* sorted_pair_ids, int64_t num_rows,
                              int64_t k, int64_t H, uint16_t* rows, cudaStream_t stream);
 
-// The copy ceiling: dst = src with 16-byte loads and stores on the SMs (bytes % 16 == 0).
-cudaError_t sm_copy(const void* src, void* dst, int64_t bytes, cudaStream_t stream);
+// The copy ceiling: dst = src with 16-byte loads and stores on the SMs (bytes % 16 == 0),
+// blocks_per_sm blocks of 512 threads per multiprocessor; `streaming` marks loads and stores as
+// touched once (evict-first), which can keep the L2 from holding lines nobody reads again.
+cudaError_t sm_copy(const void* src, void* dst, int64_t bytes, int blocks_per_sm, bool streaming,
+                    cudaStream_t stream);
 
 }  // namespace qmoe::bench

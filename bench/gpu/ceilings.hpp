@@ -6,7 +6,7 @@
 namespace qmoe::bench {
 
 struct Ceilings {
-  double copy_bytes_per_s = 0;  // 1 GiB -> 1 GiB copy kernel, median of 20
+  double copy_bytes_per_s = 0;  // 1 GiB -> 1 GiB copy kernel: best launch shape's median of 20
   double bf16_flops_per_s = 0;  // cuBLAS 8192^3 bf16 (fp32 accumulation), random data, median
 };
 

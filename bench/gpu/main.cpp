@@ -52,12 +52,17 @@ struct Options {
 // A forward of one backend on one routing set into out (bf16 [M, H]), enqueue only.
 using Forward = std::function<void(const RoutingSet&, uint16_t*, cudaStream_t)>;
 
+struct RouteAlignTimes {
+  double route_us = 0, align_us = 0;
+};
+
 struct Row {
   std::string shape, backend, error;
   int64_t M = 0;
   int R = 0;
   Timing time;
-  double floor_us = 0, weight_bytes = 0, route_align_us = 0, rel_err = 0;
+  double floor_us = 0, weight_bytes = 0, rel_err = 0;
+  RouteAlignTimes route_align;
   bool numerics_ok = false;
 };
 
@@ -71,9 +76,10 @@ MoEConfig moe_config(const Shape& s) {
   return c;
 }
 
-// Routing + alignment of each set, timed like a forward (graph of R).
-double time_route_align(const Shape& s, const std::vector<RoutingSet>& sets, cudaStream_t stream,
-                        double budget_ms) {
+// Routing and alignment of each set, each timed like a forward (graph of R) and on its own, so the
+// two costs can be told apart (alignment reads the set's own top-k ids).
+RouteAlignTimes time_route_align(const Shape& s, const std::vector<RoutingSet>& sets,
+                                 cudaStream_t stream, double budget_ms) {
   const int64_t pairs = sets[0].M * s.k;
   const AlignSizes sizes = align_sizes(pairs, s.E, kRouteAlignTile);
   DeviceBuffer w(pairs * 4), ids(pairs * 4), sorted(sizes.max_padded_rows * 4),
@@ -88,17 +94,27 @@ double time_route_align(const Shape& s, const std::vector<RoutingSet>& sets, cud
   RoutingConfig routing;
   routing.top_k = s.k;
   const RoutingParams params = routing_params(routing, nullptr);
-  const Timing t = time_forwards(
-      static_cast<int>(sets.size()),
-      [&](int r, cudaStream_t st) {
-        QMOE_CUDA_CHECK(route_topk_cuda(params, sets[r].logits.as<float>(), s.E, sets[r].M, s.E,
-                                        w.as<float>(), ids.as<int32_t>(), st));
-        QMOE_CUDA_CHECK(align_by_expert_cuda(ids.as<int32_t>(), pairs, s.E, nullptr, s.E,
-                                             kRouteAlignTile, workspace.data(),
-                                             sizes.workspace_bytes, out, st));
-      },
-      stream, budget_ms / 4);
-  return t.median_us;
+  const int R = static_cast<int>(sets.size());
+  RouteAlignTimes t;
+  t.route_us =
+      time_forwards(
+          R,
+          [&](int r, cudaStream_t st) {
+            QMOE_CUDA_CHECK(route_topk_cuda(params, sets[r].logits.as<float>(), s.E, sets[r].M, s.E,
+                                            w.as<float>(), ids.as<int32_t>(), st));
+          },
+          stream, budget_ms / 8)
+          .median_us;
+  t.align_us = time_forwards(
+                   R,
+                   [&](int r, cudaStream_t st) {
+                     QMOE_CUDA_CHECK(align_by_expert_cuda(
+                         sets[r].topk_ids.as<int32_t>(), pairs, s.E, nullptr, s.E, kRouteAlignTile,
+                         workspace.data(), sizes.workspace_bytes, out, st));
+                   },
+                   stream, budget_ms / 8)
+                   .median_us;
+  return t;
 }
 
 std::string json_row(const Row& r, const Shape& s, const Ceilings& c) {
@@ -112,7 +128,9 @@ std::string json_row(const Row& r, const Shape& s, const Ceilings& c) {
                    {"R", r.R},
                    {"floor_us", r.floor_us},
                    {"weight_bytes", r.weight_bytes},
-                   {"route_align_us", r.route_align_us},
+                   {"route_us", r.route_align.route_us},
+                   {"align_us", r.route_align.align_us},
+                   {"route_align_us", r.route_align.route_us + r.route_align.align_us},
                    {"copy_GBps", c.copy_bytes_per_s / 1e9},
                    {"bf16_TFLOPs", c.bf16_flops_per_s / 1e12}};
   if (!r.error.empty()) {
@@ -137,12 +155,12 @@ void print_row(const Row& r) {
     return;
   }
   fmt::print(
-      "| {} | {} | {} | {:.1f} | {:.1f}-{:.1f} | {:.1f} | {:.2f} | {:.0f} | {:.1f} | {:.1e}{} "
-      "| {}{} |\n",
+      "| {} | {} | {} | {:.1f} | {:.1f}-{:.1f} | {:.1f} | {:.2f} | {:.0f} | {:.1f} + {:.1f} | "
+      "{:.1e}{} | {}{} |\n",
       r.shape, r.M, r.backend, r.time.median_us, r.time.p10_us, r.time.p90_us, r.floor_us,
-      r.floor_us / r.time.median_us, r.weight_bytes / r.time.median_us / 1e3, r.route_align_us,
-      r.rel_err, r.numerics_ok ? "" : " FAIL", r.time.graph ? "graph" : "eager",
-      r.R > 0 ? fmt::format(" R={}", r.R) : "");
+      r.floor_us / r.time.median_us, r.weight_bytes / r.time.median_us / 1e3,
+      r.route_align.route_us, r.route_align.align_us, r.rel_err, r.numerics_ok ? "" : " FAIL",
+      r.time.graph ? "graph" : "eager", r.R > 0 ? fmt::format(" R={}", r.R) : "");
 }
 
 Row run_backend(const std::string& name, const Forward& forward, const Shape& s,
@@ -216,7 +234,7 @@ int run(const Options& o) {
       "(cuBLAS 8192^3)\n\n",
       ceilings.copy_bytes_per_s / 1e9, ceilings.bf16_flops_per_s / 1e12);
   fmt::print(
-      "| shape | M | backend | us | p10-p90 | floor us | frac | int4 GB/s | route+align "
+      "| shape | M | backend | us | p10-p90 | floor us | frac | int4 GB/s | route + align "
       "us | rel err | timing |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
       "| --- |\n");
 
@@ -258,12 +276,12 @@ int run(const Options& o) {
       const double flops = static_cast<double>(6 * M * s.k * s.H * s.I);
       const double floor_us =
           1e6 * std::max(bytes / ceilings.copy_bytes_per_s, flops / ceilings.bf16_flops_per_s);
-      const double route_align_us = time_route_align(s, sets, stream, o.budget_ms);
+      const RouteAlignTimes route_align = time_route_align(s, sets, stream, o.budget_ms);
 
       auto finish = [&](Row row) {
         row.floor_us = floor_us;
         row.weight_bytes = weight_bytes;
-        row.route_align_us = route_align_us;
+        row.route_align = route_align;
         print_row(row);
         std::fflush(stdout);
         record(json_row(row, s, ceilings));
