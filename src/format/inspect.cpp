@@ -1,0 +1,107 @@
+#include "format/inspect.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "qmoe/error.hpp"
+
+namespace qmoe::format {
+
+namespace {
+
+WeightStats stats(const QuantizedWeight& w) {
+  WeightStats s;
+  s.shape = {w.E, w.N, w.K};
+  bool first = true;
+  for (float v : w.scales.span<float>()) {
+    if (v == 0.0f) ++s.zero_scales;
+    const float a = std::fabs(v);
+    s.min_abs_scale = first ? a : std::min(s.min_abs_scale, a);
+    s.max_abs_scale = first ? a : std::max(s.max_abs_scale, a);
+    first = false;
+  }
+  return s;
+}
+
+nlohmann::ordered_json to_json(const WeightStats& s) {
+  return {{"shape", s.shape},
+          {"zero_scales", s.zero_scales},
+          {"min_abs_scale", s.min_abs_scale},
+          {"max_abs_scale", s.max_abs_scale}};
+}
+
+}  // namespace
+
+CheckpointReport inspect(const Checkpoint& checkpoint) {
+  CheckpointReport r;
+  r.dir = checkpoint.dir().string();
+  r.format = std::string(checkpoint.format());
+  r.model_type = std::string(checkpoint.model_type());
+  r.naming = checkpoint.naming() == ExpertNaming::mixtral
+                 ? "mixtral (block_sparse_moe.w1/w2/w3)"
+                 : "qwen (mlp.gate_proj/up_proj/down_proj)";
+  r.scheme = to_string(checkpoint.scheme());
+  r.scale_dtype = std::string(name(checkpoint.scheme().source_scale_dtype));
+  r.moe = checkpoint.moe_config();
+  for (int layer : checkpoint.moe_layers()) {
+    LayerReport l;
+    l.layer = layer;
+    l.bytes = checkpoint.layer_bytes(layer);
+    try {
+      const QuantizedExperts x = checkpoint.load_layer(layer);
+      l.w13 = stats(x.w13());
+      l.w2 = stats(x.w2());
+      l.has_bias = x.w13().has_bias() || x.w2().has_bias();
+      for (const auto& [what, s] : {std::pair{"w13", &l.w13}, std::pair{"w2", &l.w2}}) {
+        if (s->zero_scales > 0) {
+          r.findings.push_back(
+              fmt::format("layer {} {}: {} zero scale(s); those groups dequantize "
+                          "to 0",
+                          layer, what, s->zero_scales));
+        }
+      }
+    } catch (const Error& e) {
+      l.error = e.what();
+      r.findings.push_back(fmt::format("layer {}: does not load: {}", layer, e.what()));
+    }
+    r.layers.push_back(std::move(l));
+  }
+  return r;
+}
+
+nlohmann::ordered_json to_json(const CheckpointReport& r) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const LayerReport& l : r.layers) {
+    nlohmann::ordered_json j = {{"layer", l.layer}, {"bytes", l.bytes}};
+    if (l.error.empty()) {
+      j["w13"] = to_json(l.w13);
+      j["w2"] = to_json(l.w2);
+      j["bias"] = l.has_bias;
+    } else {
+      j["error"] = l.error;
+    }
+    layers.push_back(j);
+  }
+  return {{"dir", r.dir},
+          {"format", r.format},
+          {"model_type", r.model_type},
+          {"naming", r.naming},
+          {"scheme", r.scheme},
+          {"scale_dtype", r.scale_dtype},
+          {"experts", r.moe.num_experts},
+          {"top_k", r.moe.top_k()},
+          {"hidden", r.moe.hidden},
+          {"intermediate", r.moe.intermediate},
+          {"activation", std::string(name(r.moe.activation))},
+          {"scoring", std::string(name(r.moe.routing.scoring))},
+          {"renormalize", r.moe.routing.renormalize},
+          {"n_group", r.moe.routing.n_group},
+          {"topk_group", r.moe.routing.topk_group},
+          {"routed_scaling_factor", r.moe.routing.routed_scaling_factor},
+          {"layers", layers},
+          {"findings", r.findings}};
+}
+
+}  // namespace qmoe::format

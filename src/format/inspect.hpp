@@ -1,0 +1,37 @@
+#pragma once
+// What `qmoe inspect` reports about a checkpoint: per MoE layer its shapes, bytes and anything
+// suspicious, without stopping at the first bad layer.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qmoe/checkpoint.hpp"
+
+namespace qmoe::format {
+
+struct WeightStats {
+  std::vector<int64_t> shape;  // [E, N, K]
+  int64_t zero_scales = 0;     // a zero scale silences its whole group
+  float min_abs_scale = 0, max_abs_scale = 0;
+};
+
+struct LayerReport {
+  int layer = 0;
+  int64_t bytes = 0;  // on disk
+  std::string error;  // why the layer does not load (missing expert, bad scale, ...); empty if ok
+  WeightStats w13, w2;
+  bool has_bias = false;
+};
+
+struct CheckpointReport {
+  std::string dir, format, model_type, naming, scheme, scale_dtype;
+  MoEConfig moe;
+  std::vector<LayerReport> layers;
+  std::vector<std::string> findings;  // one line per suspicious thing, layer by layer
+};
+
+CheckpointReport inspect(const Checkpoint& checkpoint);
+nlohmann::ordered_json to_json(const CheckpointReport& report);
+
+}  // namespace qmoe::format
