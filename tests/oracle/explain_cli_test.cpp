@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/backend.hpp"
+#include "data/fixture_spec.hpp"
 #include "layers.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/error.hpp"
@@ -128,6 +129,33 @@ INSTANTIATE_TEST_SUITE_P(
         Fixture{"compressed_tensors_int8_g16_asym", CheckpointFormat::compressed_tensors,
                 test::int_scheme(8, 16, true)},
         Fixture{"moe_wna16_int8_g16", CheckpointFormat::moe_wna16, test::int_scheme(8, 16)}));
+
+// The committed fixtures (tests/data), on real and described devices: the JSON is the oracle's
+// verdict on the checkpoint's scheme and shape, and the table prints.
+TEST(ExplainFixtures, EveryFixtureOnEveryDeviceMatchesTheOracle) {
+  for (const fixtures::FixtureSpec& spec : fixtures::fixture_specs()) {
+    SCOPED_TRACE(spec.dir);
+    const std::string dir = std::string(QMOE_FIXTURES) + "/" + spec.dir;
+    const Checkpoint ckpt = Checkpoint::open(dir);
+    for (const char* device : {"cpu", "cpu:generic", "a100", "h100"}) {
+      SCOPED_TRACE(device);
+      const Selection expected =
+          evaluate(describe(ckpt.scheme(), ckpt.moe_config()), parse_device(device));
+      const nlohmann::json g = run_json("explain " + dir + " --device " + device)["groups"][0];
+      EXPECT_EQ(g["layers"], nlohmann::json(ckpt.moe_layers()));
+      EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
+      EXPECT_EQ(g.value("error", std::string()), expected.error);
+      ASSERT_EQ(g["backends"].size(), expected.verdicts.size());
+      for (size_t i = 0; i < expected.verdicts.size(); ++i)
+        EXPECT_EQ(g["backends"][i]["reason"], expected.verdicts[i].reason);
+    }
+    const CliRun table = run_cli("explain " + dir);
+    EXPECT_EQ(table.status, 0) << table.out;
+    EXPECT_NE(table.out.find("layers 0-1 (" + std::string(ckpt.format()) + " checkpoint"),
+              std::string::npos)
+        << table.out;
+  }
+}
 
 TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
   const CliRun r = run_cli(
