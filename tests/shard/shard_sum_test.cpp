@@ -8,6 +8,7 @@
 // wrong slice, a bias added twice or a lost rank gives errors of order 1e-1 (checked below).
 #include <gtest/gtest.h>
 
+#include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "qmoe/shard.hpp"
 #include "support/moe_case.hpp"
@@ -33,14 +34,15 @@ struct Scenario {
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 // Sum over the plan's ranks of each shard's forward, in f64, optionally leaving one rank out.
-Buffer sharded_forward(const test::MoECase& c, const ShardPlan& plan, int skip_rank = -1) {
+Buffer sharded_forward(const test::MoECase& c, const ShardPlan& plan, int skip_rank = -1,
+                       const std::string& backend = "emulation") {
   const int64_t M = c.hidden.dim(0), H = c.config.hidden;
   Buffer sum(DType::f64, {M, H});
   std::fill_n(sum.data_as<double>(), M * H, 0.0);
   for (int rank = 0; rank < plan.world_size(); ++rank) {
     if (rank == skip_rank) continue;
     const QuantizedExperts shard = shard_experts(*c.experts, plan, rank);
-    const MoE moe(shard_config(c.config, plan, rank), shard, "emulation");
+    const MoE moe(shard_config(c.config, plan, rank), shard, backend);
     const LocalRouting local =
         localize_routing(plan, rank, c.topk_weights.view(), c.topk_ids.view());
     Buffer out(c.hidden.dtype(), {M, H});
@@ -62,6 +64,30 @@ TEST_P(ShardsSumToTheLayer, WithinF32Rounding) {
   // The comparison can fail: losing any one rank's part is far outside the bound.
   for (int rank = 0; rank < plan.world_size(); ++rank)
     EXPECT_GT(test::relative_error(sharded_forward(c, plan, rank), c.reference), 1e-2) << rank;
+}
+
+// The same shards on whatever the oracle picks for the host ("auto": the cpu backend, which also
+// computes in f32, so the same bound holds). Where the oracle finds no automatic backend for a
+// shard (mxfp4, an act-order K-split), MoE("auto") must refuse with the oracle's own message.
+TEST_P(ShardsSumToTheLayer, OnTheAutomaticBackend) {
+  const Scenario& s = GetParam();
+  const test::MoECase c = test::make_case(s.spec);
+  const ShardPlan plan = plan_shards(describe(*c.experts, c.config), s.shards);
+  for (int rank = 0; rank < plan.world_size(); ++rank) {
+    const QuantizedExperts shard = shard_experts(*c.experts, plan, rank);
+    const MoEConfig config = shard_config(c.config, plan, rank);
+    const Selection verdict = evaluate(describe(shard, config), host_cpu());
+    if (!verdict.error.empty()) {
+      try {
+        MoE(config, shard, "auto");
+        ADD_FAILURE() << "MoE(auto) accepted a shard the oracle refuses: " << verdict.error;
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), verdict.error);
+      }
+      return;
+    }
+  }
+  EXPECT_LT(test::relative_error(sharded_forward(c, plan, -1, "auto"), c.reference), 1e-5);
 }
 
 constexpr ShardSpec tp(int n) { return ShardSpec{.tp_size = n}; }
