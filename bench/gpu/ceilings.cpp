@@ -2,35 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "bench_kernels.hpp"
 #include "cublas_check.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
+#include "timing.hpp"
 
 namespace qmoe::bench {
 
 namespace {
 
-template <class Work>
-double median_seconds(int warmups, int reps, cudaStream_t stream, Work work) {
+double median_seconds(int warmups, int reps, cudaStream_t stream,
+                      const std::function<void()>& work) {
   for (int i = 0; i < warmups; ++i) work();
-  cudaEvent_t start, stop;
-  QMOE_CUDA_CHECK(cudaEventCreate(&start));
-  QMOE_CUDA_CHECK(cudaEventCreate(&stop));
+  EventTimer timer;
   std::vector<double> seconds;
-  for (int i = 0; i < reps; ++i) {
-    QMOE_CUDA_CHECK(cudaEventRecord(start, stream));
-    work();
-    QMOE_CUDA_CHECK(cudaEventRecord(stop, stream));
-    QMOE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    QMOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    seconds.push_back(ms / 1000.0);
-  }
-  QMOE_CUDA_CHECK(cudaEventDestroy(start));
-  QMOE_CUDA_CHECK(cudaEventDestroy(stop));
+  for (int i = 0; i < reps; ++i) seconds.push_back(timer.ms(stream, work) / 1000.0);
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
 }

@@ -36,6 +36,26 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
+EventTimer::EventTimer() {
+  QMOE_CUDA_CHECK(cudaEventCreate(&start_));
+  QMOE_CUDA_CHECK(cudaEventCreate(&stop_));
+}
+
+EventTimer::~EventTimer() {
+  cudaEventDestroy(start_);
+  cudaEventDestroy(stop_);
+}
+
+double EventTimer::ms(cudaStream_t stream, const std::function<void()>& work) {
+  QMOE_CUDA_CHECK(cudaEventRecord(start_, stream));
+  work();
+  QMOE_CUDA_CHECK(cudaEventRecord(stop_, stream));
+  QMOE_CUDA_CHECK(cudaEventSynchronize(stop_));
+  float ms = 0;
+  QMOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+  return ms;
+}
+
 Timing time_forwards(int R, const std::function<void(int, cudaStream_t)>& enqueue,
                      cudaStream_t stream, double budget_ms) {
   for (int warm = 0; warm < 2; ++warm)
@@ -55,23 +75,14 @@ Timing time_forwards(int R, const std::function<void(int, cudaStream_t)>& enqueu
   run_all();  // the graph's own first launch uploads it
   QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-  cudaEvent_t start, stop;
-  QMOE_CUDA_CHECK(cudaEventCreate(&start));
-  QMOE_CUDA_CHECK(cudaEventCreate(&stop));
+  EventTimer timer;
   std::vector<double> per_forward_us;
   double spent_ms = 0;
   while ((spent_ms < budget_ms || per_forward_us.size() < 5) && per_forward_us.size() < 400) {
-    QMOE_CUDA_CHECK(cudaEventRecord(start, stream));
-    run_all();
-    QMOE_CUDA_CHECK(cudaEventRecord(stop, stream));
-    QMOE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    QMOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    const double ms = timer.ms(stream, run_all);
     spent_ms += ms;
     per_forward_us.push_back(1000.0 * ms / R);
   }
-  QMOE_CUDA_CHECK(cudaEventDestroy(start));
-  QMOE_CUDA_CHECK(cudaEventDestroy(stop));
   if (exec) QMOE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   t.samples = static_cast<int>(per_forward_us.size());
   t.median_us = percentile(per_forward_us, 0.5);

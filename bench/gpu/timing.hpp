@@ -8,6 +8,19 @@
 
 namespace qmoe::bench {
 
+// Milliseconds of device time that `work` enqueues on `stream`, between two events.
+class EventTimer {
+ public:
+  EventTimer();
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  double ms(cudaStream_t stream, const std::function<void()>& work);
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 struct Timing {
   double median_us = 0, p10_us = 0, p90_us = 0;
   int samples = 0;

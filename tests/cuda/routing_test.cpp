@@ -158,27 +158,24 @@ TEST(CudaRouting, LargeBatches) {
 TEST(CudaRouting, BiasSelectsButDoesNotWeigh) {
   QMOE_REQUIRE_GPU();
   uint64_t seed = 200;
+  struct Kind {
+    Scoring scoring;
+    Logits logits;
+  };
   for (int64_t E : {8, 60, 256})
-    for (bool renorm : {true, false}) {
-      run_case({.M = 333, .E = E, .k = 6, .bias = true, .renormalize = renorm, .scaling = 1.5f},
-               seed++);
-      run_case({.M = 333,
-                .E = E,
-                .k = 6,
-                .scoring = Scoring::sigmoid,
-                .bias = true,
-                .renormalize = renorm,
-                .scaling = 1.5f},
-               seed++);
-      run_case({.M = 333,
-                .E = E,
-                .k = 6,
-                .scoring = Scoring::sigmoid,
-                .bias = true,
-                .renormalize = renorm,
-                .logits = Logits::quantized},
-               seed++);
-    }
+    for (bool renorm : {true, false})
+      for (const Kind kind :
+           {Kind{Scoring::softmax, Logits::continuous}, Kind{Scoring::sigmoid, Logits::continuous},
+            Kind{Scoring::sigmoid, Logits::quantized}})
+        run_case({.M = 333,
+                  .E = E,
+                  .k = 6,
+                  .scoring = kind.scoring,
+                  .bias = true,
+                  .renormalize = renorm,
+                  .scaling = 1.5f,
+                  .logits = kind.logits},
+                 seed++);
 }
 
 // Group scores are compared exactly (no near-tie allowance), so only score sets without chance
