@@ -42,31 +42,40 @@ QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme
 
 MoECase make_case(const CaseSpec& s) {
   std::mt19937_64 rng(s.seed);
-  MoECase c;
-  c.config.num_experts = s.E;
-  c.config.hidden = s.H;
-  c.config.intermediate = s.I;
-  c.config.routing.top_k = s.top_k;
-  c.config.activation = s.activation;
-  c.config.apply_router_weight_on_input = s.router_weight_on_input;
-  c.config.w13_bias = s.bias;
-  c.config.w2_bias = s.bias;
-  validate(c.config);
+  MoEConfig config;
+  config.num_experts = s.E;
+  config.hidden = s.H;
+  config.intermediate = s.I;
+  config.routing.top_k = s.top_k;
+  config.activation = s.activation;
+  config.apply_router_weight_on_input = s.router_weight_on_input;
+  config.w13_bias = s.bias;
+  config.w2_bias = s.bias;
+  validate(config);
 
-  QuantizedWeight w13 = random_weight(s.E, c.config.w13_rows(), s.H, s.scheme, s.bias, rng);
+  QuantizedWeight w13 = random_weight(s.E, config.w13_rows(), s.H, s.scheme, s.bias, rng);
   QuantizedWeight w2 = random_weight(s.E, s.H, s.I, s.scheme, s.bias, rng);
-  c.experts = std::make_unique<QuantizedExperts>(std::move(w13), std::move(w2));
+  return make_case(config, QuantizedExperts(std::move(w13), std::move(w2)), s.M, s.act_dtype, rng);
+}
 
-  c.hidden = Buffer(s.act_dtype, {s.M, s.H});
+MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType act_dtype,
+                  std::mt19937_64& rng) {
+  MoECase c;
+  c.config = std::move(config);
+  const int64_t E = c.config.num_experts, H = c.config.hidden;
+  const int top_k = c.config.top_k();
+  c.experts = std::make_unique<QuantizedExperts>(std::move(experts));
+
+  c.hidden = Buffer(act_dtype, {M, H});
   fill_normal(c.hidden, rng);
-  c.router_logits = Buffer(DType::f32, {s.M, s.E});
+  c.router_logits = Buffer(DType::f32, {M, E});
   fill_normal(c.router_logits, rng);
-  c.topk_weights = Buffer(DType::f32, {s.M, s.top_k});
-  c.topk_ids = Buffer(DType::i32, {s.M, s.top_k});
-  route_topk(c.config.routing, c.router_logits.data_as<float>(), s.M, s.E,
+  c.topk_weights = Buffer(DType::f32, {M, top_k});
+  c.topk_ids = Buffer(DType::i32, {M, top_k});
+  route_topk(c.config.routing, c.router_logits.data_as<float>(), M, E,
              c.topk_weights.data_as<float>(), c.topk_ids.data_as<int32_t>());
 
-  c.reference = Buffer(DType::f64, {s.M, s.H});
+  c.reference = Buffer(DType::f64, {M, H});
   const DequantizedExperts dense = dequantize(*c.experts);
   dense_moe_forward<double>(
       dense, c.config,

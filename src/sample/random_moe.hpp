@@ -41,6 +41,11 @@ QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme
 
 MoECase make_case(const CaseSpec& spec);
 
+// The inputs and float64 reference for given experts (e.g. a checkpoint's layer): hidden
+// ~ N(0, 1) in `act_dtype`, router logits ~ N(0, 1), both drawn from `rng`.
+MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType act_dtype,
+                  std::mt19937_64& rng);
+
 // ||out - reference|| / ||reference|| over all elements; out may be f64, f32, f16 or bf16.
 double relative_error(const Buffer& out, const Buffer& reference);
 

@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "core/check.hpp"
+#include "qmoe/checkpoint.hpp"
 #include "qmoe/moe.hpp"
 #include "sample/random_moe.hpp"
 
@@ -20,6 +21,7 @@ struct DemoOptions {
   int64_t tokens = 16;
   int repeats = 20;
   uint64_t seed = 2026;
+  std::string model;  // a checkpoint directory; empty = the embedded default
 };
 
 DType parse_dtype(const std::string& s) {
@@ -33,10 +35,7 @@ DType parse_dtype(const std::string& s) {
 // round intermediates to 16 bits. The bounds leave room for that and nothing more.
 double error_bound(DType t) { return t == DType::f32 ? 5e-3 : 1.5e-2; }
 
-void run_demo(const DemoOptions& o) {
-  const DType dtype = parse_dtype(o.dtype);
-  check(o.tokens >= 1, "--tokens must be at least 1, got {}", o.tokens);
-  check(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
+sample::MoECase default_case(const DemoOptions& o, DType dtype) {
   const sample::CaseSpec spec{.E = 8,
                               .H = 512,
                               .I = 1024,
@@ -47,10 +46,29 @@ void run_demo(const DemoOptions& o) {
                               .seed = o.seed};
   fmt::print("qmoe demo: E={} top-k={} H={} I={} {} weights, {} tokens in {}\n", spec.E, spec.top_k,
              spec.H, spec.I, to_string(spec.scheme), spec.M, o.dtype);
-  const sample::MoECase c = sample::make_case(spec);
+  return sample::make_case(spec);
+}
+
+// The first MoE layer of a checkpoint, with random hidden states and router logits.
+sample::MoECase model_case(const DemoOptions& o, DType dtype) {
+  const Checkpoint ckpt = Checkpoint::open(o.model);
+  const int layer = ckpt.moe_layers().front();
+  const MoEConfig& m = ckpt.moe_config();
+  fmt::print("qmoe demo: {} layer {} ({}): E={} top-k={} H={} I={} {} weights, {} tokens in {}\n",
+             o.model, layer, ckpt.format(), m.num_experts, m.top_k(), m.hidden, m.intermediate,
+             to_string(ckpt.scheme()), o.tokens, o.dtype);
+  std::mt19937_64 rng(o.seed);
+  return sample::make_case(m, ckpt.load_layer(layer), o.tokens, dtype, rng);
+}
+
+void run_demo(const DemoOptions& o) {
+  const DType dtype = parse_dtype(o.dtype);
+  check(o.tokens >= 1, "--tokens must be at least 1, got {}", o.tokens);
+  check(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
+  const sample::MoECase c = o.model.empty() ? default_case(o, dtype) : model_case(o, dtype);
 
   const MoE moe(c.config, *c.experts, o.backend);
-  Buffer out(dtype, {spec.M, spec.H});
+  Buffer out(dtype, {o.tokens, c.config.hidden});
   std::vector<double> micros;
   for (int r = 0; r < o.repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
@@ -83,6 +101,8 @@ void add_demo(CLI::App& root) {
   demo->add_option("--tokens", options->tokens, "Tokens in the batch")->capture_default_str();
   demo->add_option("--repeats", options->repeats, "Timed forwards")->capture_default_str();
   demo->add_option("--seed", options->seed, "Random seed")->capture_default_str();
+  demo->add_option("--model", options->model,
+                   "Checkpoint directory: run its first MoE layer instead of the built-in one");
   demo->callback([options] { run_demo(*options); });
 }
 
