@@ -9,7 +9,7 @@
 //
 // The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
 // every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
-// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32, 64
+// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 64
 // rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
 // multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
 #include <cuda_runtime_api.h>
@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
                   .top_k = 6,
                   .scheme = scheme(4, 128),
                   .act_dtype = f16}},
-        Scenario{"int4_g128_m128_e8_top2_tile64",
+        Scenario{"int4_g128_m128_e8_top2_tile16",
                  {.E = 8,
                   .H = 256,
                   .I = 128,
@@ -169,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
                   .scheme = scheme(4, 128, true),
                   .bias = true,
                   .act_dtype = bf16}},
-        Scenario{"int4_g32_sym_m16_e8_top2_tile32",
+        Scenario{"int4_g32_sym_m16_e8_top2",
                  {.E = 8,
                   .H = 224,
                   .I = 96,
@@ -202,6 +202,14 @@ INSTANTIATE_TEST_SUITE_P(
                   .M = 7,
                   .top_k = 2,
                   .scheme = scheme(4, 32, false, true),
+                  .act_dtype = bf16}},
+        Scenario{"int8_act_order_g128_m1000_e8_top2_tile64",
+                 {.E = 8,
+                  .H = 128,
+                  .I = 128,
+                  .M = 1000,
+                  .top_k = 2,
+                  .scheme = scheme(8, 128, false, true),
                   .act_dtype = bf16}},
         Scenario{"int4_act_order_g64_asym_m128_e60_top6_f16_bias",
                  {.E = 60,

@@ -40,9 +40,13 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 }  // namespace
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 16 rows run two CTAs per SM
+  // (128 registers) and the tiles of one expert read its codes at about the same time, so the
+  // repeats come from L2. Run 3 (bench/NOTES.md): 64-row tiles there (one CTA per SM, 235
+  // registers) streamed 0.5 TB/s where 16-row tiles streamed 1.3-1.7 TB/s.
   const double rows_per_expert = double(M) * top_k / double(E);
-  for (int rows : {8, 16, 32})
-    if (rows_per_expert / rows < 0.9) return rows;
+  if (rows_per_expert < 0.9 * 8) return 8;
+  if (rows_per_expert <= 64) return 16;
   return 64;
 }
 

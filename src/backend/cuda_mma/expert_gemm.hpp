@@ -43,8 +43,9 @@ struct GemmPlan {
   int grid = 0;            // persistent CTAs
 };
 
-// Tokens per tile for M tokens routed top-k over E experts: the smallest of 8, 16, 32, 64 that
-// is rarely more than 90% full, so small batches do not pay for empty tile rows.
+// Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
+// full (small batches pay for no empty tile rows), 16 while the layer is bound by weight bytes,
+// 64 beyond.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in

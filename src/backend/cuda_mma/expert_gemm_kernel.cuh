@@ -19,6 +19,7 @@ namespace qmoe::cuda_mma {
 
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kStages = 4;      // codes ring depth per warp: 3 iterations in flight
 inline constexpr int kRedStride = 20;  // floats per token row of the reduction buffer: 16 + 4
                                        // keeps the 4 lanes of a quad on different banks
 
@@ -60,31 +61,33 @@ __device__ __forceinline__ void load_span_activations(const T* row, int64_t k0,
   for (int i = 0; i < 4; ++i) b[i] = pack2(v[2 * i], v[2 * i + 1]);
 }
 
-// Scale and zero offsets of one group of one strip, for lane (g, t).
+// A group's scale pair and zero pair as loaded, and as the dequantization uses them. Loads go
+// into Raw a group ahead; they are decoded only when their group starts, so no warp waits on a
+// scale load in the middle of its mma chain.
+struct RawGroup {
+  uint32_t scales, zeros;
+};
+
 template <class T, int BITS>
 struct GroupParams {
   float2 scale;
   ZeroOffsets zeros;
 };
 
-template <class T, int BITS>
-__device__ __forceinline__ GroupParams<T, BITS> load_group(const uint32_t* scale_base,
-                                                           const uint16_t* zero_base, int64_t at,
-                                                           bool bf16_scales) {
-  GroupParams<T, BITS> gp;
-  gp.scale = unpack_scales(scale_base[at], bf16_scales);
-  uint32_t z_lo = 1u << (BITS - 1), z_hi = z_lo;
-  if (zero_base) {
-    const uint32_t zp = zero_base[at];
-    z_lo = zp & 0xff, z_hi = zp >> 8;
-  }
-  gp.zeros = zero_offsets<T, BITS>(z_lo, z_hi);
-  return gp;
+__device__ __forceinline__ RawGroup load_group(const uint32_t* scale_base,
+                                               const uint16_t* zero_base, int64_t at, int bits) {
+  const uint32_t mid = 1u << (bits - 1);
+  return {scale_base[at], zero_base ? uint32_t(zero_base[at]) : mid | mid << 8};
 }
 
-// Chunks a warp has in flight per iteration: 2 KB of int4 codes per warp at decode (what the
-// copy bandwidth needs), fewer for large tiles, whose registers go to accumulators and to the
-// activations of the iteration.
+template <class T, int BITS>
+__device__ __forceinline__ GroupParams<T, BITS> decode_group(RawGroup raw, bool bf16_scales) {
+  return {unpack_scales(raw.scales, bf16_scales),
+          zero_offsets<T, BITS>(raw.zeros & 0xff, raw.zeros >> 8)};
+}
+
+// Chunks a warp multiplies per iteration: 2 KB of int4 codes at decode, fewer for large tiles,
+// whose registers go to accumulators and to the iteration's activations.
 template <int BITS, int BM>
 __host__ __device__ constexpr int chunks_per_iteration() {
   constexpr int spans = BM == 8 ? 8 : BM == 16 ? 4 : 2;
@@ -94,12 +97,16 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 // One warp: its strip's chunks [c_begin, c_end) against kFrags fragments of 8 token rows.
 // PLAIN: no act-order and every activation this warp reads lies inside K with 16-byte aligned
 // rows, so each lane's 8 activations of a span are one vector load and groups advance by count.
-// Each iteration first issues the next iteration's codes and all of this iteration's
-// activations, then dequantizes and multiplies: no load sits between two dependent mma.
+// The codes stream through a warp-private ring in shared memory (cp.async, kStages iterations
+// deep): kStages - 1 iterations of codes are in flight while one is multiplied, without holding
+// registers (each lane copies and later reads only its own 16 bytes, so no barrier is needed).
+// Each iteration issues its activation loads before its mma chain: no load sits between two
+// dependent mma.
 template <class T, int BITS, int BM, bool PLAIN>
 __device__ __forceinline__ void warp_k_loop(const GemmProblem& p, int e, int64_t strip, int c_begin,
                                             int c_end, int lane, const T* const (&rows)[BM / 8],
-                                            bool vector_ok, float (&acc)[BM / 8][4]) {
+                                            bool vector_ok, uint4* ring_sh,
+                                            float (&acc)[BM / 8][4]) {
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
   constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
@@ -129,25 +136,41 @@ __device__ __forceinline__ void warp_k_loop(const GemmProblem& p, int e, int64_t
   const int last_span = c_end * kSpansPerChunk - 1;
   int grp = span_group ? span_group[span] : span / spans_per_group;
   int left = spans_per_group - span % spans_per_group;
-  GroupParams<T, BITS> cur = load_group<T, BITS>(
-      scale_base, zero_base, min(grp, last_group) * group_stride, w.scales_bf16);
-  GroupParams<T, BITS> ahead = load_group<T, BITS>(
-      scale_base, zero_base, min(grp + 1, last_group) * group_stride, w.scales_bf16);
+  GroupParams<T, BITS> cur = decode_group<T, BITS>(
+      load_group(scale_base, zero_base, min(grp, last_group) * group_stride, BITS), w.scales_bf16);
+  RawGroup ahead = load_group(scale_base, zero_base, min(grp + 1, last_group) * group_stride, BITS);
 
   float part[kFrags][4];
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
 
-  uint4 now[kChunksPerIter], next[kChunksPerIter];
+  uint4* ring = ring_sh + lane;  // [kStages][kChunksPerIter][32 lanes]
+  auto issue = [&](int it) {
+    const int first = c_begin + it * kChunksPerIter;
+    uint4* slot = ring + (it % kStages) * kChunksPerIter * kLanes;
 #pragma unroll
-  for (int u = 0; u < kChunksPerIter; ++u)
-    if (c_begin + u < c_end) now[u] = load_streaming(codes + (c_begin + u) * kLanes);
+    for (int u = 0; u < kChunksPerIter; ++u)
+      if (first + u < c_end) copy_async16(slot + u * kLanes, codes + (first + u) * kLanes);
+    copy_async_commit();
+  };
+#pragma unroll
+  for (int it = 0; it < kStages - 1; ++it) issue(it);
 
-  for (int c0 = c_begin; c0 < c_end; c0 += kChunksPerIter) {
+  for (int c0 = c_begin, it = 0; c0 < c_end; c0 += kChunksPerIter, ++it) {
+    issue(it + kStages - 1);  // refills the slot read in the previous iteration
+    copy_async_wait<kStages - 1>();
+    uint4 now[kChunksPerIter];
+    const uint4* slot = ring + (it % kStages) * kChunksPerIter * kLanes;
 #pragma unroll
-    for (int u = 0; u < kChunksPerIter; ++u) {
-      const int c = c0 + kChunksPerIter + u;
-      if (c < c_end) next[u] = load_streaming(codes + c * kLanes);
+    for (int u = 0; u < kChunksPerIter; ++u) now[u] = slot[u * kLanes];
+    // The next iteration's activations, one 128-byte line per lane and row, into L1 (GEMM2
+    // reads rows GEMM1 just wrote, from L2): its loads below then wait for L1, not L2.
+    constexpr int kLinesPerIter = kSpansPerIter * kSpanK * int(sizeof(T)) / 128;
+    if (PLAIN && t < kLinesPerIter && c0 + kChunksPerIter + t * 64 / chunk_k(BITS) < c_end) {
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f)
+        if (rows[f])
+          prefetch_l1(rows[f] + ((c0 + kChunksPerIter) * kSpansPerChunk * kSpanK + t * 64));
     }
     uint32_t b[kSpansPerIter][kFrags][4];
 #pragma unroll
@@ -195,19 +218,14 @@ __device__ __forceinline__ void warp_k_loop(const GemmProblem& p, int e, int64_t
         }
         grp = next_grp;
         left = spans_per_group;
-        if (span_group) {
-          cur = load_group<T, BITS>(scale_base, zero_base, min(grp, last_group) * group_stride,
-                                    w.scales_bf16);
-        } else {
-          cur = ahead;
-          ahead = load_group<T, BITS>(scale_base, zero_base,
-                                      min(grp + 1, last_group) * group_stride, w.scales_bf16);
-        }
+        if (span_group)
+          ahead = load_group(scale_base, zero_base, min(grp, last_group) * group_stride, BITS);
+        cur = decode_group<T, BITS>(ahead, w.scales_bf16);
+        if (!span_group)
+          ahead = load_group(scale_base, zero_base, min(grp + 1, last_group) * group_stride, BITS);
       }
       ++span;
     }
-#pragma unroll
-    for (int u = 0; u < kChunksPerIter; ++u) now[u] = next[u];
   }
 }
 
@@ -215,7 +233,10 @@ template <class T, int BITS, int BM>
 __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k) {
   constexpr int kFrags = BM / 8;
-  extern __shared__ float red_sh[];  // [warp][BM tokens][kRedStride]
+  constexpr int kRingChunks = kStages * chunks_per_iteration<BITS, BM>() * kLanes;
+  extern __shared__ uint4 shared_sh[];  // codes rings [warp][kRingChunks], then red_sh
+  float* red_sh =
+      reinterpret_cast<float*>(shared_sh + kWarps * kRingChunks);  // [warp][BM][kRedStride]
 
   const PackedWeightView& w = p.w;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -255,9 +276,11 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
     if (e >= 0 && strip < w.strips && c_begin < c_end) {
       if (plain && c_end <= full_chunks)
-        warp_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, acc);
+        warp_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
+                                       shared_sh + warp * kRingChunks, acc);
       else
-        warp_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, acc);
+        warp_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
+                                        shared_sh + warp * kRingChunks, acc);
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
@@ -291,56 +314,57 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
   }
 }
 
-inline size_t expert_gemm_shared_bytes(int tile_rows) {
-  return size_t(kWarps) * tile_rows * kRedStride * sizeof(float);
+template <int BITS, int BM>
+constexpr size_t expert_gemm_shared_bytes() {
+  return size_t(kWarps) * kStages * chunks_per_iteration<BITS, BM>() * kLanes * sizeof(uint4) +
+         size_t(kWarps) * BM * kRedStride * sizeof(float);
 }
 
+// Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device.
 template <class T, int BITS, int BM>
-cudaError_t launch_instance(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
-  expert_gemm_kernel<T, BITS, BM><<<plan.grid, kThreads, expert_gemm_shared_bytes(BM), stream>>>(
-      p, plan.strips_per_cta, plan.warps_k);
-  return cudaGetLastError();
+cudaError_t allow_shared_bytes() {
+  return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              int(expert_gemm_shared_bytes<BITS, BM>()));
 }
 
-template <class T, int BITS, int BM>
-int ctas_per_sm_instance() {
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
-                                                    expert_gemm_shared_bytes(BM)) != cudaSuccess)
-    return 1;
-  return n > 0 ? n : 1;
+// Calls f.template operator()<BITS, BM>() for the compiled instance of (bits, tile rows):
+// 4 or 8 bits, tiles of 8, 16 or 64 rows (choose_tile_rows).
+template <class F>
+auto with_instance(int bits, int tile_rows, F&& f) {
+  const bool int4 = bits == 4;
+  switch (tile_rows) {
+    case 8: return int4 ? f.template operator()<4, 8>() : f.template operator()<8, 8>();
+    case 16: return int4 ? f.template operator()<4, 16>() : f.template operator()<8, 16>();
+    default: return int4 ? f.template operator()<4, 64>() : f.template operator()<8, 64>();
+  }
 }
 
-// The (bits, tile rows) instances of one activation dtype.
 template <class T>
 cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
-  const bool int4 = p.w.bits == 4;
-  switch (plan.tile_rows) {
-    case 8:
-      return int4 ? launch_instance<T, 4, 8>(p, plan, stream)
-                  : launch_instance<T, 8, 8>(p, plan, stream);
-    case 16:
-      return int4 ? launch_instance<T, 4, 16>(p, plan, stream)
-                  : launch_instance<T, 8, 16>(p, plan, stream);
-    case 32:
-      return int4 ? launch_instance<T, 4, 32>(p, plan, stream)
-                  : launch_instance<T, 8, 32>(p, plan, stream);
-    case 64:
-      return int4 ? launch_instance<T, 4, 64>(p, plan, stream)
-                  : launch_instance<T, 8, 64>(p, plan, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 64)
+    return cudaErrorInvalidValue;
+  return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
+    if (const cudaError_t status = allow_shared_bytes<T, BITS, BM>(); status != cudaSuccess)
+      return status;
+    expert_gemm_kernel<T, BITS, BM>
+        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(), stream>>>(
+            p, plan.strips_per_cta, plan.warps_k);
+    return cudaGetLastError();
+  });
 }
 
 template <class T>
 int ctas_per_sm_typed(int bits, int tile_rows) {
-  const bool int4 = bits == 4;
-  switch (tile_rows) {
-    case 8: return int4 ? ctas_per_sm_instance<T, 4, 8>() : ctas_per_sm_instance<T, 8, 8>();
-    case 16: return int4 ? ctas_per_sm_instance<T, 4, 16>() : ctas_per_sm_instance<T, 8, 16>();
-    case 32: return int4 ? ctas_per_sm_instance<T, 4, 32>() : ctas_per_sm_instance<T, 8, 32>();
-    default: return int4 ? ctas_per_sm_instance<T, 4, 64>() : ctas_per_sm_instance<T, 8, 64>();
-  }
+  return with_instance(bits, tile_rows, [&]<int BITS, int BM>() {
+    int n = 0;
+    if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
+                                                      expert_gemm_shared_bytes<BITS, BM>()) !=
+            cudaSuccess)
+      return 1;
+    return n > 0 ? n : 1;
+  });
 }
 
 }  // namespace qmoe::cuda_mma
