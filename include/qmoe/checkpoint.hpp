@@ -5,7 +5,7 @@
 //   auto ckpt = qmoe::Checkpoint::open("models/qwen-moe-gptq");
 //   for (int layer : ckpt.moe_layers()) {
 //     qmoe::QuantizedExperts experts = ckpt.load_layer(layer);
-//     qmoe::MoE moe(ckpt.moe_config(), experts);
+//     qmoe::MoE moe(ckpt.layer_config(layer), experts);
 //   }
 //
 // Formats: GPTQ (v1 and v2 zero points), AWQ (gemm), compressed-tensors pack-quantized, and
@@ -73,6 +73,9 @@ class Checkpoint {
   // a missing expert or projection, inconsistent shapes, or a quantized router (the router must
   // stay in float).
   QuantizedExperts load_layer(int layer) const;
+  // moe_config() plus what one layer stores beside its experts: the router's score correction
+  // bias (DeepSeek-V3 `mlp.gate.e_score_correction_bias`, [E]) when present.
+  MoEConfig layer_config(int layer) const;
 
  private:
   struct Impl;

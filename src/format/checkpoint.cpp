@@ -9,6 +9,7 @@
 #include "format/expert_names.hpp"
 #include "format/model_config.hpp"
 #include "format/safetensors.hpp"
+#include "format/tensor_read.hpp"
 
 namespace qmoe {
 
@@ -69,7 +70,20 @@ struct Checkpoint::Impl {
   QuantScheme module_scheme(const std::string& module, int layer) const;
   format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s) const;
   void check_router(int layer) const;
+  void require_layer(int layer) const;
+  std::vector<int> layers() const;
 };
+
+std::vector<int> Checkpoint::Impl::layers() const {
+  std::vector<int> out;
+  for (const auto& [layer, count] : layout.experts_per_layer) out.push_back(layer);
+  return out;
+}
+
+void Checkpoint::Impl::require_layer(int layer) const {
+  check(layout.experts_per_layer.count(layer) == 1, "{}: layer {} has no experts (MoE layers: {})",
+        dir.string(), layer, fmt::join(layers(), ", "));
+}
 
 QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer) const {
   const std::optional<QuantScheme> s = config.quant.scheme_for(module);
@@ -164,11 +178,7 @@ const MoEConfig& Checkpoint::moe_config() const { return impl_->config.moe; }
 ExpertNaming Checkpoint::naming() const { return impl_->layout.naming; }
 std::string_view Checkpoint::model_type() const { return impl_->config.model_type; }
 
-std::vector<int> Checkpoint::moe_layers() const {
-  std::vector<int> layers;
-  for (const auto& [layer, count] : impl_->layout.experts_per_layer) layers.push_back(layer);
-  return layers;
-}
+std::vector<int> Checkpoint::moe_layers() const { return impl_->layers(); }
 
 int64_t Checkpoint::layer_bytes(int layer) const {
   const std::string prefix = impl_->layout.experts_prefix(layer);
@@ -181,11 +191,20 @@ int64_t Checkpoint::layer_bytes(int layer) const {
   return bytes;
 }
 
+MoEConfig Checkpoint::layer_config(int layer) const {
+  const Impl& m = *impl_;
+  m.require_layer(layer);
+  MoEConfig config = m.config.moe;
+  const std::string bias = m.layout.router_module(layer) + ".e_score_correction_bias";
+  if (const format::TensorInfo* t = m.store.find(bias)) {
+    config.routing.correction_bias = format::read_floats(*t, config.num_experts);
+  }
+  return config;
+}
+
 QuantizedExperts Checkpoint::load_layer(int layer) const {
   const Impl& m = *impl_;
-  check(m.layout.experts_per_layer.count(layer) == 1,
-        "{}: layer {} has no experts (MoE layers: {})", m.dir.string(), layer,
-        fmt::join(moe_layers(), ", "));
+  m.require_layer(layer);
   m.check_router(layer);
   const std::vector<Role> roles = m.roles();
   const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, 0, roles.front()), layer);

@@ -145,6 +145,37 @@ TEST(Checkpoint, WriterRefusesAwqActOrderAndInt8) {
                "AWQ gemm holds int4 without act-order, not int8 g16 sym");
 }
 
+TEST(Checkpoint, LayerConfigCarriesTheRouterCorrectionBias) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  EXPECT_TRUE(Checkpoint::open(dir.path()).layer_config(0).routing.correction_bias.empty());
+  format::SafetensorsWriter w;
+  const std::vector<float> bias{0.5f, -1.25f, 2.0f};
+  w.add<float>("model.layers.0.mlp.gate.e_score_correction_bias", format::StDType::f32, {3}, bias);
+  w.write(dir.path() / "router.safetensors");
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  EXPECT_EQ(ckpt.layer_config(0).routing.correction_bias, bias);
+  EXPECT_TRUE(ckpt.moe_config().routing.correction_bias.empty()) << "per layer, not global";
+  expect_error([&] { ckpt.layer_config(1); }, "layer 1 has no experts (MoE layers: 0)");
+}
+
+// Older AutoGPTQ checkpoints keep the parameters in quantize_config.json, without quant_method.
+TEST(Checkpoint, QuantizeConfigJsonFallback) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path(), {.gptq_version = 1});
+  ordered_json quant;
+  edit_config(dir.path(), [&](ordered_json& c) {
+    quant = c["quantization_config"];
+    c.erase("quantization_config");
+  });
+  quant.erase("quant_method");
+  std::ofstream(dir.path() / "quantize_config.json") << quant.dump();
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  EXPECT_EQ(ckpt.format_kind(), CheckpointFormat::gptq);
+  EXPECT_EQ(to_string(ckpt.scheme()), "int4 g16 sym");
+  EXPECT_EQ(ckpt.load_layer(0).num_experts(), 3);
+}
+
 TEST(Checkpoint, FormatNames) {
   for (auto f : {CheckpointFormat::gptq, CheckpointFormat::awq,
                  CheckpointFormat::compressed_tensors, CheckpointFormat::moe_wna16}) {

@@ -53,7 +53,7 @@ sample::MoECase default_case(const DemoOptions& o, DType dtype) {
 sample::MoECase model_case(const DemoOptions& o, DType dtype) {
   const Checkpoint ckpt = Checkpoint::open(o.model);
   const int layer = ckpt.moe_layers().front();
-  const MoEConfig& m = ckpt.moe_config();
+  const MoEConfig m = ckpt.layer_config(layer);
   fmt::print("qmoe demo: {} layer {} ({}): E={} top-k={} H={} I={} {} weights, {} tokens in {}\n",
              o.model, layer, ckpt.format(), m.num_experts, m.top_k(), m.hidden, m.intermediate,
              to_string(ckpt.scheme()), o.tokens, o.dtype);
