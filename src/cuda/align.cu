@@ -86,32 +86,34 @@ __device__ void place_pairs(const int (&e)[kSteps], int64_t num_pairs,
   }
 }
 
-// Inclusive block-wide scan of one int per thread (Hillis-Steele; E_local <= 512 values).
-__device__ int block_inclusive_scan(int v, int* scan_sh) {
-  scan_sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int offset = 1; offset < kThreads; offset <<= 1) {
-    const int add = threadIdx.x >= offset ? scan_sh[threadIdx.x - offset] : 0;
-    __syncthreads();
-    scan_sh[threadIdx.x] += add;
-    __syncthreads();
+// Inclusive block-wide scan of one value per thread: shuffles within each warp, then the warp
+// totals (one barrier instead of two per doubling step of a shared-memory scan).
+__device__ long long block_inclusive_scan(long long v) {
+  __shared__ long long warp_total_sh[kWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const long long below = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += below;
   }
-  const int result = scan_sh[threadIdx.x];
+  if (lane == 31) warp_total_sh[warp] = v;
   __syncthreads();
-  return result;
+  for (int w = 0; w < warp; ++w) v += warp_total_sh[w];
+  return v;
 }
 
 // One block, thread e = local expert e with `count` pairs: lays out the padded expert runs and
 // writes everything that does not depend on individual pairs. Returns expert e's first row.
 __device__ int write_layout(int count, int num_local, int tile_rows, int32_t sentinel,
                             int64_t max_padded_rows, int64_t max_tiles, const AlignOutputs& out) {
-  __shared__ int scan_sh[kThreads];
   __shared__ int total_sh, active_sh;
   const int e = threadIdx.x;
   const int padded = (count + tile_rows - 1) / tile_rows * tile_rows;
-  const int end = block_inclusive_scan(padded, scan_sh);
+  // Rows (< 2^31) and active experts (<= 512) scanned together: rows in the high bits.
+  const long long both = block_inclusive_scan((static_cast<long long>(padded) << 10) | (count > 0));
+  const int end = static_cast<int>(both >> 10);
   const int begin = end - padded;
-  const int active_rank = block_inclusive_scan(count > 0 ? 1 : 0, scan_sh) - (count > 0 ? 1 : 0);
+  const int active_rank = static_cast<int>(both & 1023) - (count > 0 ? 1 : 0);
   if (e == num_local - 1) {
     total_sh = end;
     active_sh = active_rank + (count > 0 ? 1 : 0);

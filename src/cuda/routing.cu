@@ -8,7 +8,6 @@ namespace qmoe {
 
 namespace {
 
-using cuda::Candidate;
 using cuda::kFullWarp;
 
 constexpr int kWarpsPerBlock = 4;
@@ -40,20 +39,24 @@ __device__ void keep_best_groups(const float* group_score_sh, int n_group, int t
   for (int g = lane; g < n_group; g += 32) kept_sh[g] = 0;
   __syncwarp();
   for (int round = 0; round < topk_group; ++round) {
-    Candidate best{-INFINITY, INT32_MAX, 0.0f};
+    unsigned best_key = 0, best_group = 0xffffffffu;  // groups visited in increasing order
     for (int g = lane; g < n_group; g += 32) {
-      const Candidate c{group_score_sh[g], g, 0.0f};
-      if (!kept_sh[g] && cuda::beats(c, best)) best = c;
+      const unsigned key = kept_sh[g] ? 0u : cuda::order_key(group_score_sh[g]);
+      if (key > best_key) {
+        best_key = key;
+        best_group = static_cast<unsigned>(g);
+      }
     }
-    best = cuda::warp_argmax(best);
+    const unsigned winner = cuda::warp_argmax_index(best_key, best_group);
     __syncwarp();
-    if (lane == 0) kept_sh[best.index] = 1;
+    if (lane == 0) kept_sh[winner] = 1;
     __syncwarp();
   }
 }
 
 // One warp per token. Lane l holds experts e = i*32 + l for i < V (V*32 >= E), so the loads of a
-// logits row are coalesced. Selection is k rounds of warp arg-max with a taken-bit per value.
+// logits row are coalesced. Selection is k rounds of warp arg-max; a chosen expert's key drops
+// to 0.
 template <int V>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     route_topk_kernel(RoutingParams p, const float* __restrict__ logits, int64_t row_stride,
@@ -115,21 +118,42 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     }
   }
 
-  uint32_t taken = 0;
+  unsigned key[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) key[i] = i * 32 + lane < E ? cuda::order_key(choice[i]) : 0u;
   float slot_weight = 0.0f;  // lane j keeps slot j
   int slot_id = 0;
   for (int j = 0; j < p.top_k; ++j) {
-    Candidate best{-INFINITY, INT32_MAX, 0.0f};
+    // This lane's best as a tree over its V keys; on equal keys the lower i (lower expert) stays.
+    unsigned best_key[V];
+    int best_i[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const Candidate c{choice[i], i * 32 + lane, score[i]};
-      if (c.index < E && !((taken >> i) & 1u) && cuda::beats(c, best)) best = c;
+      best_key[i] = key[i];
+      best_i[i] = i;
     }
-    best = cuda::warp_argmax(best);
-    if (best.index % 32 == lane) taken |= 1u << (best.index / 32);
+#pragma unroll
+    for (int step = 1; step < V; step *= 2)
+#pragma unroll
+      for (int i = 0; i + step < V; i += 2 * step)
+        if (best_key[i + step] > best_key[i]) {
+          best_key[i] = best_key[i + step];
+          best_i[i] = best_i[i + step];
+        }
+    const unsigned winner = cuda::warp_argmax_index(
+        best_key[0], best_key[0] ? static_cast<unsigned>(best_i[0] * 32 + lane) : 0xffffffffu);
+    const int owner = static_cast<int>(winner % 32), slot = static_cast<int>(winner / 32);
+    float winner_score = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (i == slot) {
+        winner_score = score[i];
+        if (lane == owner) key[i] = 0u;
+      }
+    winner_score = __shfl_sync(kFullWarp, winner_score, owner);
     if (lane == j) {
-      slot_weight = best.payload;
-      slot_id = best.index;
+      slot_weight = winner_score;
+      slot_id = static_cast<int>(winner);
     }
   }
   // The sum runs in slot order, as on the CPU, so renormalized weights agree bit for bit when

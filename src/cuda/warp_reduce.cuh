@@ -19,28 +19,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// A candidate in an arg-max: higher value wins, equal values go to the lower index (the CPU
-// reference's tie rule). `payload` rides along (the unbiased score of a routing candidate).
-struct Candidate {
-  float value;
-  int index;
-  float payload;
-};
-
-__device__ __forceinline__ bool beats(const Candidate& a, const Candidate& b) {
-  return a.value > b.value || (a.value == b.value && a.index < b.index);
+// Order-preserving map of a float onto an unsigned key: a greater float has a greater key, equal
+// floats (-0 and +0 included) equal keys. Every float, -inf included, maps above 0, so key 0 can
+// mean "nothing to offer".
+__device__ __forceinline__ unsigned order_key(float v) {
+  const unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Every lane gets the warp's best candidate. Lanes with nothing to offer pass index INT32_MAX.
-__device__ __forceinline__ Candidate warp_argmax(Candidate c) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    Candidate other{__shfl_xor_sync(kFullWarp, c.value, offset),
-                    __shfl_xor_sync(kFullWarp, c.index, offset),
-                    __shfl_xor_sync(kFullWarp, c.payload, offset)};
-    if (beats(other, c)) c = other;
-  }
-  return c;
+// The warp's arg-max under the CPU reference's rule: the highest key wins and among equal keys the
+// lowest index. Each lane offers one (key, index); every lane gets the winning index. Two warp
+// reductions (sm_80+) instead of a five-level shuffle tree over (value, index) pairs.
+__device__ __forceinline__ unsigned warp_argmax_index(unsigned key, unsigned index) {
+  const unsigned best = __reduce_max_sync(kFullWarp, key);
+  return __reduce_min_sync(kFullWarp, key == best ? index : 0xffffffffu);
 }
 
 }  // namespace qmoe::cuda
