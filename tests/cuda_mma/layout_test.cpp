@@ -1,0 +1,151 @@
+// The cuda-mma weight layout (src/backend/cuda_mma/layout.hpp) read back byte by byte with the
+// rules its comment states, against the canonical weight: every code, scale, zero and the
+// act-order channel order. Needs no GPU, so CI checks the layout the kernel relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "backend/cuda_mma/repack.hpp"
+#include "qmoe/error.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe::cuda_mma {
+namespace {
+
+QuantScheme scheme(int bits, int group, bool zp, bool act_order) {
+  return QuantScheme{.bits = bits,
+                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = group,
+                     .act_order = act_order};
+}
+
+// Input channel behind logical k of expert e (-1 = padding).
+int64_t channel_of(const PackedWeight& p, const QuantizedWeight& w, int64_t e, int64_t k) {
+  if (w.scheme.act_order) return p.k_source[size_t(e * p.shape.K_pad + k)];
+  return k < w.K ? k : -1;
+}
+
+// Row and logical k of code number `i` (0..7 for int4, 0..3 per word for int8) of step word `j`
+// of lane `lane` in chunk `c`, as layout.hpp describes the A fragment.
+struct Place {
+  int row;
+  int64_t k;
+};
+Place place(int bits, int64_t c, int lane, int j, int i) {
+  const int g = lane / 4, t = lane % 4;
+  int span, jj, reg, half;
+  if (bits == 4) {
+    span = j / 2, jj = j % 2, reg = i % 4, half = i / 4;
+  } else {
+    span = 0, jj = j / 2, reg = 2 * (j % 2) + i / 2, half = i % 2;
+  }
+  const int64_t k_a = c * chunk_k(bits) + span * kSpanK + 8 * t + 4 * jj;
+  return {reg % 2 == 0 ? g : g + 8, k_a + (reg >= 2 ? 2 : 0) + half};
+}
+
+void expect_layout_holds(const QuantizedWeight& w) {
+  const PackedWeight p = pack_weight(w, "w");
+  const PackedWeightView& v = p.shape;
+  const int bits = w.scheme.bits;
+  ASSERT_EQ(v.strips, (w.N + 15) / 16);
+  ASSERT_EQ(v.K_pad % chunk_k(bits), 0);
+  for (int64_t e = 0; e < w.E; ++e)
+    for (int64_t s = 0; s < v.strips; ++s)
+      for (int64_t c = 0; c < v.chunks; ++c)
+        for (int lane = 0; lane < kLanes; ++lane) {
+          const uint8_t* bytes =
+              p.codes.data() + (((e * v.strips + s) * v.chunks + c) * kLanes + lane) * 16;
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t word = uint32_t(bytes[4 * j]) | uint32_t(bytes[4 * j + 1]) << 8 |
+                                  uint32_t(bytes[4 * j + 2]) << 16 |
+                                  uint32_t(bytes[4 * j + 3]) << 24;
+            for (int i = 0; i < (bits == 4 ? 8 : 4); ++i) {
+              const Place at = place(bits, c, lane, j, i);
+              const int64_t n = s * 16 + at.row, ch = channel_of(p, w, e, at.k);
+              const uint32_t got = bits == 4 ? word >> (4 * i) & 0xf : word >> (8 * i) & 0xff;
+              const uint32_t want = (n < w.N && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;
+              ASSERT_EQ(got, want) << "e " << e << " n " << n << " k " << at.k << " lane " << lane;
+            }
+          }
+        }
+  // Scales (16-bit pairs of rows g, g + 8) and zeros, per group.
+  for (int64_t e = 0; e < w.E; ++e)
+    for (int64_t grp = 0; grp < v.groups; ++grp)
+      for (int64_t s = 0; s < v.strips; ++s)
+        for (int g = 0; g < 8; ++g) {
+          const size_t at = size_t(((e * v.groups + grp) * v.strips + s) * 8 + g);
+          for (int half = 0; half < 2; ++half) {
+            const int64_t n = s * 16 + g + 8 * half;
+            if (n >= w.N) continue;
+            const uint16_t bits16 = uint16_t(p.scale_pairs[at] >> (16 * half));
+            const float scale = v.scales_bf16 ? to_float(bf16_t{bits16}) : to_float(half_t{bits16});
+            const float want = w.scales.data_as<float>()[(e * w.N + n) * v.groups + grp];
+            EXPECT_NEAR(scale, want,
+                        std::abs(want) / 256)  // at most a bf16 rounding
+                << "scale e " << e << " n " << n;
+            if (w.scheme.has_zero_points()) {
+              EXPECT_EQ(p.zero_pairs[at] >> (8 * half) & 0xff,
+                        w.zeros.data_as<uint8_t>()[(e * w.N + n) * v.groups + grp]);
+            }
+          }
+        }
+  // Act-order: each expert's logical order holds every channel once, group by group, and each
+  // span's recorded group is the group of its channels.
+  if (w.scheme.act_order) {
+    for (int64_t e = 0; e < w.E; ++e) {
+      std::set<int64_t> seen;
+      for (int64_t k = 0; k < v.K_pad; ++k) {
+        const int64_t ch = channel_of(p, w, e, k);
+        if (ch < 0) continue;
+        EXPECT_TRUE(seen.insert(ch).second) << "channel " << ch << " twice";
+        EXPECT_EQ(p.span_group[size_t(e * v.K_pad / kSpanK + k / kSpanK)], w.group_of(e, ch));
+      }
+      EXPECT_EQ(int64_t(seen.size()), w.K);
+    }
+  }
+}
+
+struct Case {
+  const char* name;
+  int bits, group;
+  bool zp, act_order;
+  int64_t N, K;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class CudaMmaLayout : public testing::TestWithParam<Case> {};
+
+TEST_P(CudaMmaLayout, EveryCodeScaleAndZeroWhereTheKernelReadsIt) {
+  const Case& c = GetParam();
+  std::mt19937_64 rng(5);
+  expect_layout_holds(
+      test::random_weight(3, c.N, c.K, scheme(c.bits, c.group, c.zp, c.act_order), false, rng));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schemes, CudaMmaLayout,
+    testing::Values(Case{"int4_g128", 4, 128, false, false, 48, 256},
+                    Case{"int4_g32_asym_rows_off_strip", 4, 32, true, false, 40, 96},
+                    Case{"int4_channelwise_k_off_chunk", 4, kChannelwise, false, false, 24, 200},
+                    Case{"int4_act_order_g64_asym", 4, 64, true, true, 32, 192},
+                    Case{"int8_g64", 8, 64, false, false, 32, 128},
+                    Case{"int8_channelwise_asym_odd_k", 8, kChannelwise, true, false, 20, 70},
+                    Case{"int8_act_order_g32", 8, 32, false, true, 16, 96}),
+    [](const testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+TEST(CudaMmaLayoutRules, RejectsWhatTheLayoutCannotHold) {
+  std::mt19937_64 rng(3);
+  EXPECT_THROW(
+      pack_weight(test::random_weight(2, 16, 64, scheme(4, 16, false, false), false, rng), "w13"),
+      Error);
+  EXPECT_THROW(pack_weight(test::random_weight(
+                               2, 16, 64, QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32},
+                               false, rng),
+                           "w13"),
+               Error);
+}
+
+}  // namespace
+}  // namespace qmoe::cuda_mma
