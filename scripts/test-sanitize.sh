@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+# Warnings are not errors here: instrumentation changes inlining, and GCC 12 then reports
+# false -Wmaybe-uninitialized in the standard library (std::regex); the main build keeps -Werror.
 cmake -S . -B build-sanitize "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQMOE_CUDA=OFF \
-  -DQMOE_WERROR=ON -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags"
+  -DQMOE_WERROR=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags"
 cmake --build build-sanitize --target backend_cpu_tests --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 build-sanitize/tests/backend_cpu/backend_cpu_tests
