@@ -8,8 +8,9 @@
 //     qmoe::MoE moe(ckpt.layer_config(layer), experts);
 //   }
 //
-// Formats: GPTQ (v1 and v2 zero points), AWQ (gemm), compressed-tensors pack-quantized, and
-// vLLM's moe_wna16 reading of GPTQ/AWQ checkpoints. Every format quirk ends in the adapter.
+// Formats: GPTQ (v1 and v2 zero points), AWQ (gemm), compressed-tensors pack-quantized, vLLM's
+// moe_wna16 reading of GPTQ/AWQ checkpoints, and gpt-oss MXFP4. Every format quirk ends in the
+// adapter.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -28,15 +29,19 @@ enum class CheckpointFormat : uint8_t {
   awq,                 // quant_method "awq", version "gemm" (AutoAWQ)
   compressed_tensors,  // quant_method "compressed-tensors", format "pack-quantized"
   moe_wna16,           // a GPTQ or AWQ checkpoint read under vLLM's moe_wna16 rules
+  mxfp4,               // quant_method "mxfp4" (gpt-oss): fused e2m1 experts, e8m0 scales
 };
 
-std::string_view name(CheckpointFormat f);  // "gptq", "awq", "compressed-tensors", "moe_wna16"
+std::string_view name(
+    CheckpointFormat f);  // "gptq", "awq", "compressed-tensors", "moe_wna16", "mxfp4"
 CheckpointFormat parse_checkpoint_format(std::string_view s);  // throws Error listing valid names
 
 // How per-expert modules are named under `model.layers.{L}.`.
 enum class ExpertNaming : uint8_t {
   mixtral,  // block_sparse_moe.experts.{j}.w1 (gate) / w3 (up) / w2 (down)
   qwen,     // mlp.experts.{j}.gate_proj / up_proj / down_proj (Qwen-MoE, DeepSeek, ...)
+  gpt_oss,  // fused: mlp.experts.gate_up_proj_* [E, 2I, ...] (gate/up rows interleaved) and
+            // mlp.experts.down_proj_* [E, H, ...]; router mlp.router
 };
 
 struct OpenOptions {

@@ -12,9 +12,11 @@ const FormatAdapter& adapter_for(CheckpointFormat stored_format) {
     case CheckpointFormat::gptq: return gptq_adapter();
     case CheckpointFormat::awq: return awq_adapter();
     case CheckpointFormat::compressed_tensors: return compressed_tensors_adapter();
-    case CheckpointFormat::moe_wna16: break;
+    case CheckpointFormat::moe_wna16:
+    case CheckpointFormat::mxfp4: break;
   }
-  fail("moe_wna16 is a reading of GPTQ/AWQ checkpoints; ask for the stored format's adapter");
+  fail("{} has no per-expert adapter (moe_wna16 reads GPTQ/AWQ; mxfp4 experts are fused)",
+       name(stored_format));
 }
 
 void check_group_divides(const ProjectionSpec& spec) {

@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "format/adapter.hpp"
 #include "format/expert_names.hpp"
+#include "format/gpt_oss_mxfp4.hpp"
 #include "format/model_config.hpp"
 #include "format/safetensors.hpp"
 #include "format/tensor_read.hpp"
@@ -17,11 +18,12 @@ using format::Role;
 
 namespace {
 
-constexpr std::array<std::pair<CheckpointFormat, std::string_view>, 4> kFormatNames{{
+constexpr std::array<std::pair<CheckpointFormat, std::string_view>, 5> kFormatNames{{
     {CheckpointFormat::gptq, "gptq"},
     {CheckpointFormat::awq, "awq"},
     {CheckpointFormat::compressed_tensors, "compressed-tensors"},
     {CheckpointFormat::moe_wna16, "moe_wna16"},
+    {CheckpointFormat::mxfp4, "mxfp4"},
 }};
 
 // vLLM's moe_wna16 method (quantization/moe_wna16.py `is_moe_wna16_compatible`, spec §3.4)
@@ -161,13 +163,24 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir, const OpenOptions&
           layer, count - 1, impl->config.moe.num_experts);
   }
   const int first = impl->layout.experts_per_layer.begin()->first;
-  impl->scheme =
-      impl->module_scheme(impl->layout.expert_module(first, 0, impl->roles().front()), first);
   MoEConfig& moe = impl->config.moe;
-  moe.w13_bias = impl->store.find(impl->layout.expert_module(first, 0, impl->roles().front()) +
-                                  ".bias") != nullptr;
-  moe.w2_bias =
-      impl->store.find(impl->layout.expert_module(first, 0, Role::down) + ".bias") != nullptr;
+  const bool fused = impl->layout.naming == ExpertNaming::gpt_oss;
+  check(fused == (impl->kind == CheckpointFormat::mxfp4),
+        "{}: {} checkpoints store {} experts, but the tensors are {}", dir.string(),
+        name(impl->kind), impl->kind == CheckpointFormat::mxfp4 ? "fused" : "per-expert",
+        fused ? "fused" : "per expert");
+  if (fused) {
+    impl->scheme = impl->config.quant.scheme;
+    const std::string prefix = impl->layout.experts_prefix(first);
+    moe.w13_bias = impl->store.find(prefix + "gate_up_proj_bias") != nullptr;
+    moe.w2_bias = impl->store.find(prefix + "down_proj_bias") != nullptr;
+  } else {
+    const std::string w13 = impl->layout.expert_module(first, 0, impl->roles().front());
+    impl->scheme = impl->module_scheme(w13, first);
+    moe.w13_bias = impl->store.find(w13 + ".bias") != nullptr;
+    moe.w2_bias =
+        impl->store.find(impl->layout.expert_module(first, 0, Role::down) + ".bias") != nullptr;
+  }
   return Checkpoint(std::move(impl));
 }
 
@@ -206,6 +219,9 @@ QuantizedExperts Checkpoint::load_layer(int layer) const {
   const Impl& m = *impl_;
   m.require_layer(layer);
   m.check_router(layer);
+  if (m.layout.naming == ExpertNaming::gpt_oss) {
+    return format::read_mxfp4_layer(m.store, m.layout.experts_prefix(layer), m.config.moe);
+  }
   const std::vector<Role> roles = m.roles();
   const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, 0, roles.front()), layer);
   std::vector<std::vector<format::Projection>> w13(static_cast<size_t>(m.config.moe.num_experts));

@@ -3,6 +3,7 @@
 #include "core/check.hpp"
 #include "format/adapter.hpp"
 #include "format/expert_names.hpp"
+#include "format/gpt_oss_mxfp4.hpp"
 #include "qmoe/checkpoint.hpp"
 
 namespace qmoe {
@@ -30,7 +31,13 @@ ordered_json model_config_json(const MoEConfig& c, const QuantScheme& scheme, in
   j["n_group"] = c.routing.n_group;
   j["topk_group"] = c.routing.topk_group;
   j["quantization_config"] =
-      format::adapter_for(options.format).quantization_config(scheme, options);
+      options.format == CheckpointFormat::mxfp4
+          ? ordered_json{{"quant_method", "mxfp4"},
+                         {"modules_to_not_convert",
+                          {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                           "model.embed_tokens", "lm_head"}}}
+          : format::adapter_for(options.format).quantization_config(scheme, options);
+  if (options.model_type == "gpt_oss") j["swiglu_limit"] = c.activation_params.limit;
   return j;
 }
 
@@ -52,7 +59,9 @@ void write_checkpoint(const std::filesystem::path& dir, const MoEConfig& config,
         "write_checkpoint: gptq_version must be 1 or 2, got {}", options.gptq_version);
   validate(config);
   const QuantScheme& scheme = layers[0].w13().scheme;
-  const format::FormatAdapter& adapter = format::adapter_for(options.format);
+  const bool mxfp4 = options.format == CheckpointFormat::mxfp4;
+  check(mxfp4 == (options.naming == ExpertNaming::gpt_oss),
+        "write_checkpoint: mxfp4 goes with the fused gpt_oss naming and no other format does");
   format::ExpertLayout layout;
   layout.prefix = "model.";
   layout.naming = options.naming;
@@ -79,6 +88,12 @@ void write_checkpoint(const std::filesystem::path& dir, const MoEConfig& config,
           l, x.num_experts(), x.hidden(), x.intermediate(), x.gated() ? "gated" : "not gated",
           config.num_experts, config.hidden, config.intermediate, gated ? "gated" : "not gated");
     const int64_t I = config.intermediate, H = config.hidden;
+    if (mxfp4) {
+      format::write_mxfp4_layer(shards.back(), layout.experts_prefix(static_cast<int>(l)), x,
+                                options);
+      continue;
+    }
+    const format::FormatAdapter& adapter = format::adapter_for(options.format);
     for (int64_t e = 0; e < config.num_experts; ++e) {
       if (options.max_shard_bytes > 0 && shards.back().data_bytes() >= options.max_shard_bytes) {
         shards.emplace_back();

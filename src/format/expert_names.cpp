@@ -16,8 +16,28 @@ std::string_view block_name(ExpertNaming n) {
 }
 
 std::string_view role_name(ExpertNaming n, Role r) {
+  check(n != ExpertNaming::gpt_oss, "gpt-oss experts are fused; they have no per-expert modules");
   if (n == ExpertNaming::mixtral) return r == Role::gate ? "w1" : r == Role::up ? "w3" : "w2";
   return r == Role::gate ? "gate_proj" : r == Role::up ? "up_proj" : "down_proj";
+}
+
+// Fused gpt-oss tensors: {prefix}layers.{L}.mlp.experts.{gate_up_proj|down_proj}[_blocks|...].
+bool add_fused(ExpertLayout& layout, bool& found, const std::string& name, const TensorInfo& info,
+               const TensorStore& store) {
+  static const std::regex fused(
+      R"(^(.*)layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_blocks|_scales|_bias)?$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, fused)) return false;
+  check(!found || (layout.naming == ExpertNaming::gpt_oss && layout.prefix == m[1].str()),
+        "{}: fused expert tensor '{}' next to other expert tensors", store.dir().string(), name);
+  check(m[2].length() <= 6, "{}: tensor '{}' has a layer index with more than 6 digits",
+        store.dir().string(), name);
+  layout.naming = ExpertNaming::gpt_oss;
+  layout.prefix = m[1];
+  found = true;
+  int64_t& count = layout.experts_per_layer[std::stoi(m[2])];
+  if (!info.shape.empty()) count = std::max(count, info.shape[0]);
+  return true;
 }
 
 }  // namespace
@@ -31,6 +51,7 @@ std::string ExpertLayout::expert_module(int layer, int64_t expert, Role role) co
 }
 
 std::string ExpertLayout::router_module(int layer) const {
+  if (naming == ExpertNaming::gpt_oss) return fmt::format("{}layers.{}.mlp.router", prefix, layer);
   return fmt::format("{}layers.{}.{}.gate", prefix, layer, block_name(naming));
 }
 
@@ -41,6 +62,7 @@ ExpertLayout find_experts(const TensorStore& store) {
   bool found = false;
   std::string first;
   for (const auto& [name, info] : store.tensors()) {
+    if (add_fused(layout, found, name, info, store)) continue;
     std::smatch m;
     if (!std::regex_match(name, m, pattern)) continue;
     const bool mixtral = m[3] == "block_sparse_moe";

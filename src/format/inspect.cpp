@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "qmoe/error.hpp"
+#include "quant/mxfp4.hpp"
 
 namespace qmoe::format {
 
@@ -15,7 +16,14 @@ WeightStats stats(const QuantizedWeight& w) {
   WeightStats s;
   s.shape = {w.E, w.N, w.K};
   bool first = true;
-  for (float v : w.scales.span<float>()) {
+  std::vector<float> scales;
+  if (w.scheme.kind == WeightKind::mxfp4) {
+    for (uint8_t e : w.scales.span<uint8_t>()) scales.push_back(e8m0_to_float(e));
+  } else {
+    const std::span<const float> f = w.scales.span<float>();
+    scales.assign(f.begin(), f.end());
+  }
+  for (float v : scales) {
     if (v == 0.0f) ++s.zero_scales;
     const float a = std::fabs(v);
     s.min_abs_scale = first ? a : std::min(s.min_abs_scale, a);
@@ -39,9 +47,11 @@ CheckpointReport inspect(const Checkpoint& checkpoint) {
   r.dir = checkpoint.dir().string();
   r.format = std::string(checkpoint.format());
   r.model_type = std::string(checkpoint.model_type());
-  r.naming = checkpoint.naming() == ExpertNaming::mixtral
-                 ? "mixtral (block_sparse_moe.w1/w2/w3)"
-                 : "qwen (mlp.gate_proj/up_proj/down_proj)";
+  switch (checkpoint.naming()) {
+    case ExpertNaming::mixtral: r.naming = "mixtral (block_sparse_moe.experts.J.w1/w2/w3)"; break;
+    case ExpertNaming::qwen: r.naming = "qwen (mlp.experts.J.gate_proj/up_proj/down_proj)"; break;
+    case ExpertNaming::gpt_oss: r.naming = "gpt-oss (fused mlp.experts.gate_up_proj/down_proj)";
+  }
   r.scheme = to_string(checkpoint.scheme());
   r.scale_dtype = std::string(name(checkpoint.scheme().source_scale_dtype));
   r.moe = checkpoint.moe_config();

@@ -78,12 +78,24 @@ MoEConfig parse_moe(const ordered_json& c, std::string_view file, const std::str
   moe.intermediate = first_int(c, {"moe_intermediate_size", "intermediate_size"}, file,
                                "expert intermediate size");
   moe.activation = parse_activation(get_string(c, "hidden_act", file, "silu"));
+  if (model_type == "gpt_oss") {
+    // gpt-oss's config says "silu" but its experts use the clamped SwiGLU (modeling_gpt_oss.py:
+    // alpha 1.702, clamp at swiglu_limit, up + 1); the canonical w13 de-interleaves gate and up.
+    moe.activation = Activation::swigluoai_uninterleave;
+    moe.activation_params = ActivationParams{.alpha = 1.702f, .limit = 7.0f, .beta = 1.0f};
+    if (const ordered_json* limit = find_key(c, "swiglu_limit")) {
+      check(limit->is_number(), "{}: swiglu_limit must be a number, got {}", file, limit->dump());
+      moe.activation_params.limit = limit->get<float>();
+    }
+  }
   const std::string scoring = get_string(c, "scoring_func", file, "softmax");
   check(scoring == "softmax" || scoring == "sigmoid",
         "{}: scoring_func '{}' is not supported (valid: softmax, sigmoid)", file, scoring);
   moe.routing.scoring = scoring == "softmax" ? Scoring::softmax : Scoring::sigmoid;
-  // Mixtral always renormalizes its top-k softmax weights and has no key for it.
-  moe.routing.renormalize = get_bool(c, "norm_topk_prob", file, model_type == "mixtral");
+  // Mixtral always renormalizes its top-k softmax weights, and gpt-oss takes the softmax of the
+  // top-k logits (the same thing); neither has a key for it.
+  moe.routing.renormalize =
+      get_bool(c, "norm_topk_prob", file, model_type == "mixtral" || model_type == "gpt_oss");
   if (const ordered_json* f = find_key(c, "routed_scaling_factor")) {
     check(f->is_number(), "{}: routed_scaling_factor must be a number, got {}", file, f->dump());
     moe.routing.routed_scaling_factor = f->get<float>();
@@ -145,6 +157,14 @@ QuantConfig parse_awq(const ordered_json& q, std::string_view file) {
   check(version == "gemm", "{}: AWQ version '{}' is not supported (valid: gemm)", file, version);
   check(c.scheme.bits == 4, "{}: AWQ gemm checkpoints are 4-bit, got bits = {}", file,
         c.scheme.bits);
+  return c;
+}
+
+QuantConfig parse_mxfp4(const ordered_json&, std::string_view) {
+  QuantConfig c;
+  c.format = CheckpointFormat::mxfp4;
+  c.scheme = QuantScheme{
+      .kind = WeightKind::mxfp4, .bits = 4, .group_size = 32, .source_scale_dtype = DType::u8};
   return c;
 }
 
@@ -266,7 +286,8 @@ std::optional<QuantScheme> QuantConfig::scheme_for(const std::string& module) co
       }
       return scheme;
     }
-    case CheckpointFormat::awq: {
+    case CheckpointFormat::awq:
+    case CheckpointFormat::mxfp4: {
       const ordered_json* skip = find_key(raw, "modules_to_not_convert");
       if (skip && skip->is_array()) {
         for (const ordered_json& s : *skip) {
@@ -316,9 +337,11 @@ ModelConfig parse_model_config(const ordered_json& config, std::string_view file
     m.quant = parse_awq(*q, file);
   } else if (method == "compressed-tensors") {
     m.quant = parse_compressed_tensors(*q, file);
+  } else if (method == "mxfp4") {
+    m.quant = parse_mxfp4(*q, file);
   } else {
-    fail("{}: quant_method '{}' is not supported (valid: gptq, awq, compressed-tensors)", file,
-         method);
+    fail("{}: quant_method '{}' is not supported (valid: gptq, awq, compressed-tensors, mxfp4)",
+         file, method);
   }
   m.quant.raw = *q;
   validate(m.quant.scheme);

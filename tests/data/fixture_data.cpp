@@ -30,8 +30,14 @@ QuantizedWeight weight(const FixtureSpec& spec, int64_t N, int64_t K, Stream& s)
   const int64_t groups = q.groups_for(K);
   w.codes = Buffer(DType::u8, {w.E, N, w.code_bytes_per_row()});
   for (uint8_t& c : w.codes.span<uint8_t>()) c = static_cast<uint8_t>(s.next());
-  w.scales = Buffer(DType::f32, {w.E, N, groups});
-  for (float& v : w.scales.span<float>()) v = static_cast<float>(1 + s.next() % 256) / 1024.0f;
+  if (q.kind == WeightKind::mxfp4) {
+    // e8m0 exponents 2^-8 .. 2^1 around the unit scale.
+    w.scales = Buffer(DType::u8, {w.E, N, groups});
+    for (uint8_t& v : w.scales.span<uint8_t>()) v = static_cast<uint8_t>(119 + s.next() % 10);
+  } else {
+    w.scales = Buffer(DType::f32, {w.E, N, groups});
+    for (float& v : w.scales.span<float>()) v = static_cast<float>(1 + s.next() % 256) / 1024.0f;
+  }
   if (q.has_zero_points()) {
     w.zeros = Buffer(DType::u8, {w.E, N, groups});
     for (uint8_t& z : w.zeros.span<uint8_t>())
@@ -52,7 +58,8 @@ QuantizedWeight weight(const FixtureSpec& spec, int64_t N, int64_t K, Stream& s)
   }
   if (spec.bias) {
     w.bias = Buffer(DType::f32, {w.E, N});
-    for (float& v : w.bias.span<float>()) v = static_cast<float>(static_cast<int>(s.next() % 256) - 128) / 64.0f;
+    for (float& v : w.bias.span<float>())
+      v = static_cast<float>(static_cast<int>(s.next() % 256) - 128) / 64.0f;
   }
   return w;
 }

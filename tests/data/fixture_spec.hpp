@@ -49,6 +49,13 @@ inline std::vector<FixtureSpec> fixture_specs() {
                    .scale_dtype = DType::bf16,
                    .max_shard_bytes = 16384},
        .scheme = scheme(8, kChannelwise, false, false)},
+      {.dir = "gpt-oss-mxfp4-bias",
+       .options = {.format = CheckpointFormat::mxfp4,
+                   .naming = ExpertNaming::gpt_oss,
+                   .scale_dtype = DType::bf16,
+                   .model_type = "gpt_oss"},
+       .scheme = {.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32},
+       .bias = true},
   };
 }
 

@@ -177,13 +177,14 @@ TEST(Checkpoint, QuantizeConfigJsonFallback) {
 }
 
 TEST(Checkpoint, FormatNames) {
-  for (auto f : {CheckpointFormat::gptq, CheckpointFormat::awq,
-                 CheckpointFormat::compressed_tensors, CheckpointFormat::moe_wna16}) {
+  for (auto f :
+       {CheckpointFormat::gptq, CheckpointFormat::awq, CheckpointFormat::compressed_tensors,
+        CheckpointFormat::moe_wna16, CheckpointFormat::mxfp4}) {
     EXPECT_EQ(parse_checkpoint_format(name(f)), f);
   }
   expect_error(
       [] { parse_checkpoint_format("gguf"); },
-      "unknown checkpoint format 'gguf' (valid: gptq, awq, compressed-tensors, moe_wna16)");
+      "unknown checkpoint format 'gguf' (valid: gptq, awq, compressed-tensors, moe_wna16, mxfp4)");
 }
 
 }  // namespace

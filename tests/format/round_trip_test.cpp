@@ -24,6 +24,7 @@ struct RoundTrip {
   DType scale_dtype = DType::f16;
   int64_t max_shard_bytes = 0;
   Activation activation = Activation::silu;
+  std::string model_type = "qwen2_moe";
 };
 
 QuantScheme scheme(int bits, int group, bool asym, bool act_order = false) {
@@ -60,6 +61,7 @@ void check_round_trip(const RoundTrip& c) {
   options.naming = c.naming;
   options.scale_dtype = c.scale_dtype;
   options.max_shard_bytes = c.max_shard_bytes;
+  options.model_type = c.model_type;
   write_checkpoint(dir.path(), config, layers, options);
   EXPECT_EQ(std::filesystem::exists(dir.path() / "model.safetensors.index.json"),
             c.max_shard_bytes > 0);
@@ -75,7 +77,7 @@ void check_round_trip(const RoundTrip& c) {
   EXPECT_EQ(ckpt.moe_config().activation, c.activation);
   EXPECT_EQ(ckpt.moe_config().w13_bias, c.bias);
   QuantScheme expected = c.scheme;
-  expected.source_scale_dtype = c.scale_dtype;
+  expected.source_scale_dtype = c.format == CheckpointFormat::mxfp4 ? DType::u8 : c.scale_dtype;
   EXPECT_EQ(ckpt.scheme(), expected) << to_string(ckpt.scheme());
   for (int layer : {0, 1}) test::expect_identical(ckpt.load_layer(layer), layers[layer]);
 }
@@ -175,6 +177,20 @@ TEST(RoundTrip, WriterRefusesScalesTheStorageDtypeWouldRound) {
   test::ScratchDir dir("rounding");
   test::expect_error([&] { write_checkpoint(dir.path(), config, layers, WriteOptions{}); },
                      "is not exactly representable in F16 (write with F32)");
+}
+
+// gpt-oss: fused [E, 2I, H/32, 16] blocks with interleaved gate/up rows, e8m0 scales, biases.
+TEST(RoundTrip, Mxfp4GptOss) {
+  const QuantScheme mx{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  for (bool bias : {false, true}) {
+    check_round_trip({.format = CheckpointFormat::mxfp4,
+                      .scheme = mx,
+                      .bias = bias,
+                      .naming = ExpertNaming::gpt_oss,
+                      .scale_dtype = DType::bf16,
+                      .activation = Activation::swigluoai_uninterleave,
+                      .model_type = "gpt_oss"});
+  }
 }
 
 }  // namespace
