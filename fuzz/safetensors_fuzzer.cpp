@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& t : c.tensors) {
       const bool inside = t.bytes.data() >= file.data() &&
                           t.bytes.data() + t.bytes.size() <= file.data() + file.size();
-      if (!inside || t.numel() * qmoe::format::size_of(t.dtype) !=
-                         static_cast<int64_t>(t.bytes.size())) {
+      if (!inside ||
+          t.numel() * qmoe::format::size_of(t.dtype) != static_cast<int64_t>(t.bytes.size())) {
         __builtin_trap();
       }
       covered += t.bytes.size();
