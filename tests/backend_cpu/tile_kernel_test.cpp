@@ -31,14 +31,14 @@ class TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
 
 TEST_P(TileKernelMatchesDot, EveryTokenCount) {
   const auto [isa, bits, zero_points] = GetParam();
-  const int64_t N = 2 * kPanelRows - 3, K = 96;  // three padding rows in the second panel
+  const int64_t N = kTileRows - 3, K = 96;  // three padding rows in the panel
   std::mt19937_64 rng(bits * 10 + zero_points);
   const QuantScheme scheme{.bits = bits,
                            .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
                            .group_size = 32};
   const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
   const PackedMatrix packed =
-      pack_weight(w, "w", 2, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
+      pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
   const TileKernel kernel = tile_kernel(isa);
 
   std::normal_distribution<float> normal;
@@ -49,9 +49,7 @@ TEST_P(TileKernelMatchesDot, EveryTokenCount) {
 
   for (int tokens = 1; tokens <= kernel.max_tokens; ++tokens) {
     std::vector<float> out(static_cast<size_t>(tokens * kTileRows), NAN);
-    kernel.run(
-        packed.format,
-        PanelTile{{packed.panel(0, 0), packed.panel(0, 1)}, rows.data(), tokens, out.data()});
+    kernel.run(packed.format, PanelTile{packed.panel(0, 0), rows.data(), tokens, out.data()});
     for (int t = 0; t < tokens; ++t) {
       for (int64_t n = 0; n < kTileRows; ++n) {
         double dot = 0, magnitude = 0;
@@ -73,14 +71,14 @@ class Bf16TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
 TEST_P(Bf16TileKernelMatchesDot, EveryTokenCount) {
   const auto [isa, bits, zero_points] = GetParam();
   const TileKernel kernel = tile_kernel(isa);
-  const int64_t N = 2 * kPanelRows - 5, K = 128, G = 32;
+  const int64_t N = kTileRows - 5, K = 128, G = 32;
   std::mt19937_64 rng(bits * 10 + zero_points + 100);
   const QuantScheme scheme{.bits = bits,
                            .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
                            .group_size = G};
   const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
   const PackedMatrix packed =
-      pack_weight(w, "w", 2, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
+      pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
 
   std::normal_distribution<float> normal;
   std::vector<bf16_t> x(static_cast<size_t>(kMaxTileTokens * K));
@@ -95,11 +93,8 @@ TEST_P(Bf16TileKernelMatchesDot, EveryTokenCount) {
   }
   for (int tokens = 1; tokens <= kernel.max_tokens_bf16; ++tokens) {
     std::vector<float> out(static_cast<size_t>(tokens * kTileRows), NAN);
-    kernel.run_bf16(packed.format, PanelTileBf16{{packed.panel(0, 0), packed.panel(0, 1)},
-                                                 rows.data(),
-                                                 sum_rows.data(),
-                                                 tokens,
-                                                 out.data()});
+    kernel.run_bf16(packed.format, PanelTileBf16{packed.panel(0, 0), rows.data(), sum_rows.data(),
+                                                 tokens, out.data()});
     for (int t = 0; t < tokens; ++t) {
       for (int64_t n = 0; n < kTileRows; ++n) {
         double dot = 0, magnitude = 0;

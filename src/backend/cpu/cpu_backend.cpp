@@ -8,12 +8,9 @@ namespace qmoe {
 
 namespace {
 
-using cpu::kPanelRows;
+using cpu::kHalfRows;
 
-int64_t panels_for(int64_t rows) {
-  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
-  return panels + panels % 2;
-}
+int64_t panels_for(int64_t rows) { return (rows + cpu::kTileRows - 1) / cpu::kTileRows; }
 
 class CpuBackend final : public Backend {
  public:
@@ -33,11 +30,11 @@ class CpuBackend final : public Backend {
     if (p->gated) {
       // Pair q holds gate and up rows of the same 16 outputs, so its tile feeds the activation.
       const bool interleaved = config.activation == Activation::swigluoai;
-      const int64_t pairs = (I + kPanelRows - 1) / kPanelRows;
-      p->w13 = cpu::pack_weight(experts.w13(), "w13", 2 * pairs, [&](int64_t slot) -> int64_t {
-        const int64_t q = slot / (2 * kPanelRows), i = slot % (2 * kPanelRows);
-        const bool up = i >= kPanelRows;
-        const int64_t j = q * kPanelRows + (up ? i - kPanelRows : i);
+      const int64_t pairs = (I + kHalfRows - 1) / kHalfRows;
+      p->w13 = cpu::pack_weight(experts.w13(), "w13", pairs, [&](int64_t slot) -> int64_t {
+        const int64_t q = slot / (2 * kHalfRows), i = slot % (2 * kHalfRows);
+        const bool up = i >= kHalfRows;
+        const int64_t j = q * kHalfRows + (up ? i - kHalfRows : i);
         if (j >= I) return -1;
         if (interleaved) return 2 * j + (up ? 1 : 0);
         return up ? I + j : j;

@@ -29,8 +29,8 @@ struct Workspace {
 struct CpuExperts final : PreparedExperts {
   int64_t E = 0, H = 0, I = 0;
   bool gated = true;
-  PackedMatrix w13;  // gated: panel pair q = gate rows of j in [16q, 16q+16), then their up rows
-  PackedMatrix w2;   // panel pair q = rows [32q, 32q + 32)
+  PackedMatrix w13;  // gated: panel q = gate rows of j in [16q, 16q+16), then their up rows
+  PackedMatrix w2;   // panel q = rows [32q, 32q + 32)
   // [E, I]: where intermediate channel j sits in w2's packed K order. Empty = identity.
   std::vector<int32_t> w2_position;
   TileKernel kernel{};

@@ -7,6 +7,7 @@
 // 16 bits are then the bf16). Compiled with -mavx512f -mavx512bw -mavx512bf16 (CMakeLists.txt).
 #include <immintrin.h>
 
+#include "backend/cpu/panel_kernel.hpp"
 #include "backend/cpu/tile_kernel.hpp"
 
 namespace qmoe::cpu {
@@ -44,52 +45,64 @@ __m512bh byte_pairs(const uint8_t* even, const uint8_t* odd) {
 
 template <int Bits, bool ZeroPoints, int Tokens>
 void tile(const PanelFormat& f, const PanelTileBf16& t) {
-  constexpr int64_t kHeader = kPanelRows * 4 + (ZeroPoints ? kPanelRows : 0);
+  constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (int4) or k (int8)
   const int64_t G = f.group_k, pairs = G / 2;
-  const int64_t group_bytes = kHeader + G * kPanelRows * Bits / 8;
+  const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
   const __m512i table = _mm512_load_si512(kNibbleBf16);
   __m512 acc[Tokens][2];
   for (int i = 0; i < Tokens; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 
   for (int64_t g = 0; g < f.groups; ++g) {
-    const uint8_t* codes[2];
-    for (int p = 0; p < 2; ++p) codes[p] = t.panel[p] + g * group_bytes + kHeader;
+    const uint8_t* head = t.panel + g * group_bytes;
+    const uint8_t* codes = head + kHeader;
     const uint32_t* x[Tokens];  // bf16 pairs (k, k+1), little endian: k in the low half
     for (int i = 0; i < Tokens; ++i) x[i] = reinterpret_cast<const uint32_t*>(t.x[i] + g * G);
-    __m512 part[Tokens][2];
-    for (int i = 0; i < Tokens; ++i) part[i][0] = part[i][1] = _mm512_setzero_ps();
+    // With one or two tokens, two panels give too few independent dot-product chains to hide
+    // the instruction's latency: even and odd k-pairs then sum separately (decode ran at 21 GB/s
+    // per core from L2 with one chain per panel).
+    constexpr int kSplit = Tokens <= 2 ? 2 : 1;
+    __m512 part[Tokens][2][kSplit];
+    for (int i = 0; i < Tokens; ++i)
+      for (int p = 0; p < 2; ++p)
+        for (int h = 0; h < kSplit; ++h) part[i][p][h] = _mm512_setzero_ps();
 
-    for (int64_t j = 0; j < pairs; ++j) {
+    // k-pair j of both panels into partial sum h (a constant once inlined).
+    auto step = [&](int64_t j, int h) {
+      const uint8_t* at = codes + (Bits == 4 ? j : 2 * j) * kStep;  // this k-pair's codes
+      if (Bits == 8 || j % 2 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(at + kPrefetchBytes), _MM_HINT_T0);
       for (int p = 0; p < 2; ++p) {
         __m512bh w;
         if constexpr (Bits == 4) {
-          if (j % 4 == 0)
-            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + j * kPanelRows + 2048),
-                         _MM_HINT_T0);
-          w = nibble_pairs(codes[p] + j * kPanelRows, table);
+          w = nibble_pairs(at + p * kHalfRows, table);
         } else {
-          if (j % 2 == 0)
-            _mm_prefetch(reinterpret_cast<const char*>(codes[p] + 2 * j * kPanelRows + 2048),
-                         _MM_HINT_T0);
-          w = byte_pairs(codes[p] + 2 * j * kPanelRows, codes[p] + (2 * j + 1) * kPanelRows);
+          w = byte_pairs(at + p * kHalfRows, at + kStep + p * kHalfRows);
         }
         for (int i = 0; i < Tokens; ++i)
-          part[i][p] = _mm512_dpbf16_ps(part[i][p], w, (__m512bh)_mm512_set1_epi32(x[i][j]));
+          part[i][p][h] = _mm512_dpbf16_ps(part[i][p][h], w, (__m512bh)_mm512_set1_epi32(x[i][j]));
       }
+    };
+    int64_t j = 0;
+    for (; j + 1 < pairs; j += 2) {
+      step(j, 0);
+      step(j + 1, kSplit - 1);
     }
+    if (j < pairs) step(j, 0);
     for (int p = 0; p < 2; ++p) {
-      const uint8_t* head = t.panel[p] + g * group_bytes;
-      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(head));
-      const __m512 z = ZeroPoints ? _mm512_cvtepi32_ps(widen(head + kPanelRows * 4))
+      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(head) + p * kHalfRows);
+      const __m512 z = ZeroPoints ? _mm512_cvtepi32_ps(widen(head + kTileRows * 4 + p * kHalfRows))
                                   : _mm512_set1_ps(static_cast<float>(1 << (Bits - 1)));
       for (int i = 0; i < Tokens; ++i) {
-        const __m512 centered = _mm512_fnmadd_ps(z, _mm512_set1_ps(t.group_sum[i][g]), part[i][p]);
+        __m512 sum = part[i][p][0];
+        if constexpr (kSplit == 2) sum = _mm512_add_ps(sum, part[i][p][1]);
+        const __m512 centered = _mm512_fnmadd_ps(z, _mm512_set1_ps(t.group_sum[i][g]), sum);
         acc[i][p] = _mm512_fmadd_ps(centered, s, acc[i][p]);
       }
     }
   }
   for (int i = 0; i < Tokens; ++i)
-    for (int p = 0; p < 2; ++p) _mm512_storeu_ps(t.out + i * kTileRows + p * kPanelRows, acc[i][p]);
+    for (int p = 0; p < 2; ++p) _mm512_storeu_ps(t.out + i * kTileRows + p * kHalfRows, acc[i][p]);
 }
 
 template <int Bits, bool ZeroPoints, int Tokens = 1>

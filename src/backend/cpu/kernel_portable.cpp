@@ -7,7 +7,7 @@ namespace {
 
 struct Simd {
   struct Rows {
-    float v[kPanelRows];
+    float v[kHalfRows];
   };
   static constexpr int kMaxTokens = 4;
 
@@ -19,35 +19,35 @@ struct Simd {
   static Rows zero() { return splat(0.0f); }
   static Rows load(const float* p) {
     Rows r;
-    for (int i = 0; i < kPanelRows; ++i) r.v[i] = p[i];
+    for (int i = 0; i < kHalfRows; ++i) r.v[i] = p[i];
     return r;
   }
   static Rows load_u8(const uint8_t* p) {
     Rows r;
-    for (int i = 0; i < kPanelRows; ++i) r.v[i] = static_cast<float>(p[i]);
+    for (int i = 0; i < kHalfRows; ++i) r.v[i] = static_cast<float>(p[i]);
     return r;
   }
   static Rows mul(Rows a, Rows b) {
-    for (int i = 0; i < kPanelRows; ++i) a.v[i] *= b.v[i];
+    for (int i = 0; i < kHalfRows; ++i) a.v[i] *= b.v[i];
     return a;
   }
   static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
-    for (int i = 0; i < kPanelRows; ++i) {
+    for (int i = 0; i < kHalfRows; ++i) {
       lo.v[i] = static_cast<float>(p[i] & 0x0f) * s.v[i] - zs.v[i];
       hi.v[i] = static_cast<float>(p[i] >> 4) * s.v[i] - zs.v[i];
     }
   }
   static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
     Rows r;
-    for (int i = 0; i < kPanelRows; ++i) r.v[i] = static_cast<float>(p[i]) * s.v[i] - zs.v[i];
+    for (int i = 0; i < kHalfRows; ++i) r.v[i] = static_cast<float>(p[i]) * s.v[i] - zs.v[i];
     return r;
   }
   static Rows fma(Rows w, float x, Rows acc) {
-    for (int i = 0; i < kPanelRows; ++i) acc.v[i] += w.v[i] * x;
+    for (int i = 0; i < kHalfRows; ++i) acc.v[i] += w.v[i] * x;
     return acc;
   }
   static void store(float* p, Rows r) {
-    for (int i = 0; i < kPanelRows; ++i) p[i] = r.v[i];
+    for (int i = 0; i < kHalfRows; ++i) p[i] = r.v[i];
   }
   static void prefetch(const uint8_t* p) { __builtin_prefetch(p); }
 };

@@ -62,7 +62,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   m.panels = panels;
   m.bytes = Buffer(DType::u8, {w.E, panels, m.format.panel_bytes()});
 
-  const int64_t slots = panels * kPanelRows;
+  const int64_t slots = panels * kTileRows;
   std::vector<int64_t> rows(static_cast<size_t>(slots));
   for (int64_t slot = 0; slot < slots; ++slot) rows[slot] = row_of_slot(slot);
   if (w.has_bias()) {
@@ -96,13 +96,13 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
       return (k & 1) ? r[k / 2] >> 4 : r[k / 2] & 0x0f;
     };
     for (int64_t p = 0; p < panels; ++p) {
-      const int64_t* panel_rows = rows.data() + p * kPanelRows;
+      const int64_t* panel_rows = rows.data() + p * kTileRows;
       uint8_t* dst = out + (e * panels + p) * f.panel_bytes();
       for (int64_t g = 0; g < groups; ++g, dst += f.group_bytes()) {
-        float group_scales[kPanelRows] = {};
-        uint8_t* group_zeros = dst + kPanelRows * 4;
-        if (zeros) std::memset(group_zeros, 0, kPanelRows);
-        for (int i = 0; i < kPanelRows; ++i) {
+        float group_scales[kTileRows] = {};
+        uint8_t* group_zeros = dst + kTileRows * 4;
+        if (zeros) std::memset(group_zeros, 0, kTileRows);
+        for (int i = 0; i < kTileRows; ++i) {
           const int64_t row = panel_rows[i];
           if (row < 0) continue;
           group_scales[i] = scales[(e * w.N + row) * groups + g];
@@ -111,8 +111,8 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
         std::memcpy(dst, group_scales, sizeof group_scales);
         uint8_t* step = dst + f.header_bytes();
         const int64_t per_step = f.bits == 4 ? 2 : 1;
-        for (int64_t j = g * G; j < (g + 1) * G; j += per_step, step += kPanelRows) {
-          for (int i = 0; i < kPanelRows; ++i) {
+        for (int64_t j = g * G; j < (g + 1) * G; j += per_step, step += kTileRows) {
+          for (int i = 0; i < kTileRows; ++i) {
             const int64_t row = panel_rows[i];
             uint32_t byte = 0;
             if (row >= 0) byte = f.bits == 8 ? code(row, j) : code(row, j) | code(row, j + 1) << 4;

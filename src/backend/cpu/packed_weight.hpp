@@ -16,9 +16,9 @@ namespace qmoe::cpu {
 struct PackedMatrix {
   PanelFormat format;
   int64_t E = 0, K = 0;
-  int64_t panels = 0;  // per expert, even: kernels take panels in pairs
+  int64_t panels = 0;  // per expert, of kTileRows rows each
   Buffer bytes;        // u8 [E, panels, panel_bytes]
-  // f32 [E, panels * kPanelRows] in slot order (0 in padding slots); empty without bias.
+  // f32 [E, panels * kTileRows] in slot order (0 in padding slots); empty without bias.
   std::vector<float> bias;
   // i32 [E, K]: packed position j holds canonical input channel k_order[e * K + j]. Empty
   // without act-order (the identity).
@@ -28,7 +28,7 @@ struct PackedMatrix {
     return static_cast<const uint8_t*>(bytes.data()) + (e * panels + p) * format.panel_bytes();
   }
   const float* bias_of(int64_t e) const {
-    return bias.empty() ? nullptr : bias.data() + e * panels * kPanelRows;
+    return bias.empty() ? nullptr : bias.data() + e * panels * kTileRows;
   }
   const int32_t* k_order_of(int64_t e) const {
     return k_order.empty() ? nullptr : k_order.data() + e * K;
@@ -36,7 +36,7 @@ struct PackedMatrix {
   int64_t bytes_per_expert() const { return panels * format.panel_bytes(); }
 };
 
-// row_of_slot(s): the canonical row held by slot s (0 <= s < panels * kPanelRows), or -1 for a
+// row_of_slot(s): the canonical row held by slot s (0 <= s < panels * kTileRows), or -1 for a
 // padding row (zero weights). `what` names the weight in errors ("w13"). Throws Error for
 // schemes the cpu kernels do not run (mxfp4, odd 4-bit group sizes, act-order groups of
 // unequal size).

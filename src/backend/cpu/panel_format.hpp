@@ -2,14 +2,17 @@
 // The packed weight layout the `cpu` kernels read, and the tile they compute. Plain pointers and
 // sizes only: the per-ISA kernel files include this header and nothing of qmoe's types.
 //
-// A matrix [N, K] is cut into panels of 16 rows (kPanelRows). One panel is ONE byte stream over
-// all of K, group after group, so scales and zero points arrive just before the codes they scale:
+// A matrix [N, K] is cut into panels of 32 rows (kTileRows), each two halves of 16 rows
+// (kHalfRows: one SIMD vector of f32). One panel is ONE byte stream over all of K, group after
+// group, so scales and zero points arrive just before the codes they scale, and a kernel call
+// reads exactly one sequential stream (what hardware and software prefetch follow best):
 //
-//   group g:  scales  f32[16]                 (row i of the panel at [i])
-//             zeros   u8[16]                  (only with explicit zero points)
-//             codes   int4: G/2 steps of 16 bytes, step j = k-pair (2j, 2j+1) of the group;
+//   group g:  scales  f32[32]                 (row i of the panel at [i])
+//             zeros   u8[32]                  (only with explicit zero points)
+//             codes   steps of 32 bytes, 16 for rows 0..15 then 16 for rows 16..31:
+//                     int4: G/2 steps, step j = k-pair (2j, 2j+1) of the group;
 //                           byte i = code(row i, 2j) | code(row i, 2j+1) << 4
-//                     int8: G steps of 16 bytes, byte i = code(row i, k)
+//                     int8: G steps, byte i = code(row i, k)
 //
 // 16 bytes = one vector of 16 rows after zero extension to 32 bits (one zmm, two ymm), so the
 // inner loop is load, extend, (split nibbles,) convert, scale, and FMAs against broadcast
@@ -19,8 +22,8 @@
 
 namespace qmoe::cpu {
 
-inline constexpr int kPanelRows = 16;
-inline constexpr int kTileRows = 2 * kPanelRows;  // a kernel call covers two panels
+inline constexpr int kHalfRows = 16;
+inline constexpr int kTileRows = 2 * kHalfRows;  // a panel; one kernel call covers one
 inline constexpr int kMaxTileTokens = 8;
 
 struct PanelFormat {
@@ -30,16 +33,16 @@ struct PanelFormat {
   int64_t group_k = 0;       // K elements per group (even for 4-bit)
 
   int64_t K() const { return groups * group_k; }
-  int64_t header_bytes() const { return kPanelRows * 4 + (zero_points ? kPanelRows : 0); }
-  int64_t code_bytes_per_group() const { return group_k * kPanelRows * bits / 8; }
+  int64_t header_bytes() const { return kTileRows * 4 + (zero_points ? kTileRows : 0); }
+  int64_t code_bytes_per_group() const { return group_k * kTileRows * bits / 8; }
   int64_t group_bytes() const { return header_bytes() + code_bytes_per_group(); }
   int64_t panel_bytes() const { return groups * group_bytes(); }
 };
 
-// out[t][r] = sum_k W[r, k] * x[t][k] for the 32 rows of two panels (panel 0 gives r = 0..15,
-// panel 1 gives r = 16..31) and `tokens` activation rows of K floats in the packed K order.
+// out[t][r] = sum_k W[r, k] * x[t][k] for the 32 rows of one panel and `tokens` activation rows
+// of K floats in the packed K order.
 struct PanelTile {
-  const uint8_t* panel[2];
+  const uint8_t* panel;
   const float* const* x;  // [tokens] pointers
   int tokens;             // 1..max_tile_tokens(isa)
   float* out;             // [tokens][kTileRows]
@@ -49,7 +52,7 @@ struct PanelTile {
 // Those sum q * x per group with the raw codes q and apply the zero point afterwards, which needs
 // each row's activation sum per group.
 struct PanelTileBf16 {
-  const uint8_t* panel[2];
+  const uint8_t* panel;
   const uint16_t* const* x;       // [tokens] pointers to K bf16 values
   const float* const* group_sum;  // [tokens] pointers to `groups` sums of x over each group
   int tokens;

@@ -17,13 +17,13 @@
 
 namespace qmoe::cpu {
 
-// Software prefetch distance along a panel stream. Panels are short (6-17 KB for Qwen3-sized
-// experts) and two are read at once, so the hardware prefetcher alone leaves a single core well
-// below its DRAM read rate; one line per 64 bytes of codes, this far ahead, keeps enough misses
-// in flight. Measured on one thread, Qwen3 M=16 (200 MB per forward), together with the 64 KB
-// work items of cpu_forward.cpp: 21 ms before both, 14-15 ms at 1-2 KB, 17 ms at 512 B, 16 ms
-// at 4 KB.
-inline constexpr int64_t kPrefetchBytes = 2048;
+// Software prefetch distance along a panel stream: one line per 64 bytes of codes, this far
+// ahead. Panels are short (13-70 KB) and each thread reads one stream, so the hardware
+// prefetcher alone leaves a core well below its DRAM read rate, and this VM's memory latency is
+// high. Measured with bench_cpu_moe --cpu-only (2 threads, one stream per panel), fraction of
+// the same-run read ceiling: Qwen3 M=16 0.58 at 2 KB, 0.58 at 4 KB, 0.66 at 8 KB, 0.67 at 16 KB,
+// 0.66 at 32 KB; Mixtral-half M=1 0.47, 0.70, 0.72, 0.74, 0.77.
+inline constexpr int64_t kPrefetchBytes = 16384;
 
 // With one or two tokens, the two panels alone give too few independent FMA chains to hide the
 // FMA latency, so even and odd k accumulate separately and are summed at the end.
@@ -31,9 +31,10 @@ template <class Simd, int Bits, bool ZeroPoints, int Tokens>
 void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   using Rows = typename Simd::Rows;
   constexpr int kSplit = Tokens <= 2 ? 2 : 1;
-  constexpr int64_t kHeader = kPanelRows * 4 + (ZeroPoints ? kPanelRows : 0);
+  constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kStep = kTileRows;  // bytes of codes per k step (int8) or k-pair (int4)
   const int64_t G = f.group_k;
-  const int64_t group_bytes = kHeader + G * kPanelRows * Bits / 8;
+  const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
   const Rows implicit_zero = Simd::splat(static_cast<float>(1 << (Bits - 1)));
 
   Rows acc[Tokens][2][kSplit];
@@ -43,23 +44,23 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
 
   for (int64_t g = 0; g < f.groups; ++g) {
     Rows s[2], zs[2];
-    const uint8_t* codes[2];
+    const uint8_t* head = tile.panel + g * group_bytes;
+    const uint8_t* codes = head + kHeader;
     for (int p = 0; p < 2; ++p) {
-      const uint8_t* head = tile.panel[p] + g * group_bytes;
-      s[p] = Simd::load(reinterpret_cast<const float*>(head));
-      const Rows z = ZeroPoints ? Simd::load_u8(head + kPanelRows * 4) : implicit_zero;
+      s[p] = Simd::load(reinterpret_cast<const float*>(head) + p * kHalfRows);
+      const Rows z =
+          ZeroPoints ? Simd::load_u8(head + kTileRows * 4 + p * kHalfRows) : implicit_zero;
       zs[p] = Simd::mul(z, s[p]);
-      codes[p] = head + kHeader;
     }
     const float* x[Tokens];
     for (int t = 0; t < Tokens; ++t) x[t] = tile.x[t] + g * G;
 
     if constexpr (Bits == 4) {
       for (int64_t j = 0; j < G / 2; ++j) {
+        if (j % 2 == 0) Simd::prefetch(codes + j * kStep + kPrefetchBytes);
         for (int p = 0; p < 2; ++p) {
-          if (j % 4 == 0) Simd::prefetch(codes[p] + j * kPanelRows + kPrefetchBytes);
           Rows lo, hi;
-          Simd::dequant4(codes[p] + j * kPanelRows, s[p], zs[p], lo, hi);
+          Simd::dequant4(codes + j * kStep + p * kHalfRows, s[p], zs[p], lo, hi);
           for (int t = 0; t < Tokens; ++t) {
             acc[t][p][0] = Simd::fma(lo, x[t][2 * j], acc[t][p][0]);
             acc[t][p][kSplit - 1] = Simd::fma(hi, x[t][2 * j + 1], acc[t][p][kSplit - 1]);
@@ -69,10 +70,10 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
     } else {
       int64_t k = 0;
       for (; k + 1 < G; k += 2) {
+        Simd::prefetch(codes + k * kStep + kPrefetchBytes);
         for (int p = 0; p < 2; ++p) {
-          if (k % 4 == 0) Simd::prefetch(codes[p] + k * kPanelRows + kPrefetchBytes);
-          const Rows w0 = Simd::dequant8(codes[p] + k * kPanelRows, s[p], zs[p]);
-          const Rows w1 = Simd::dequant8(codes[p] + (k + 1) * kPanelRows, s[p], zs[p]);
+          const Rows w0 = Simd::dequant8(codes + k * kStep + p * kHalfRows, s[p], zs[p]);
+          const Rows w1 = Simd::dequant8(codes + (k + 1) * kStep + p * kHalfRows, s[p], zs[p]);
           for (int t = 0; t < Tokens; ++t) {
             acc[t][p][0] = Simd::fma(w0, x[t][k], acc[t][p][0]);
             acc[t][p][kSplit - 1] = Simd::fma(w1, x[t][k + 1], acc[t][p][kSplit - 1]);
@@ -81,7 +82,7 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
       }
       if (k < G) {
         for (int p = 0; p < 2; ++p) {
-          const Rows w = Simd::dequant8(codes[p] + k * kPanelRows, s[p], zs[p]);
+          const Rows w = Simd::dequant8(codes + k * kStep + p * kHalfRows, s[p], zs[p]);
           for (int t = 0; t < Tokens; ++t) acc[t][p][0] = Simd::fma(w, x[t][k], acc[t][p][0]);
         }
       }
@@ -92,7 +93,7 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
     for (int p = 0; p < 2; ++p) {
       Rows sum = acc[t][p][0];
       if constexpr (kSplit == 2) sum = Simd::fma(acc[t][p][1], 1.0f, sum);
-      Simd::store(tile.out + t * kTileRows + p * kPanelRows, sum);
+      Simd::store(tile.out + t * kTileRows + p * kHalfRows, sum);
     }
 }
 

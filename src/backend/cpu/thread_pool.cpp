@@ -94,9 +94,16 @@ void ThreadPool::worker_loop() {
       seen = generation_;
       if (stopping_) return;
     }
+    // Join whatever loop is open now (possibly a later one than the wake-up was for: its items
+    // are as good). A closed loop is left alone, without even a transient count.
+    uint64_t joined = joined_.load(std::memory_order_acquire);
+    while (!(joined & kClosed) &&
+           !joined_.compare_exchange_weak(joined, joined + 1, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+    }
+    if (joined & kClosed) continue;
     drain();
-    std::lock_guard lock(mutex_);
-    if (--busy_ == 0) done_.notify_one();
+    joined_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -107,21 +114,24 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& bod
     return;
   }
   std::lock_guard loop(loop_mutex_);
+  body_ = &body;
+  n_ = n;
+  next_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
+  joined_.store(0, std::memory_order_release);  // open: publishes body_, n_ and next_
   {
     std::lock_guard lock(mutex_);
-    body_ = &body;
-    n_ = n;
-    next_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    busy_ = static_cast<int>(workers_.size());
     ++generation_;
     published_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   drain();
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  // Every item is taken; wait for the workers still running one.
+  for (uint64_t inside = joined_.fetch_or(kClosed, std::memory_order_acq_rel) & ~kClosed;
+       inside != 0; inside = joined_.load(std::memory_order_acquire) & ~kClosed)
+    std::this_thread::yield();
   body_ = nullptr;
+  std::lock_guard lock(mutex_);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 

@@ -2,6 +2,11 @@
 // The cpu backend's worker threads: created once, reused by every forward. A forward is a few
 // parallel loops over flat work lists; each loop hands items out through one atomic counter, so
 // a thread slowed by other load on the machine simply takes fewer items.
+//
+// A loop waits only for workers that actually joined it: on a busy machine a worker may not get
+// a time slice for milliseconds, and a 1 ms decode step must not wait for it to show up just to
+// find the work gone. The caller closes the loop once every item is taken; a worker that wakes
+// later sees it closed and leaves without touching it.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +37,8 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
 
  private:
+  static constexpr uint64_t kClosed = uint64_t{1} << 63;
+
   void start(int threads);
   void stop();
   void worker_loop();
@@ -40,17 +47,17 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex loop_mutex_;  // one parallel_for at a time
 
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
+  std::mutex mutex_;  // guards generation_, stopping_, error_
+  std::condition_variable wake_;
   uint64_t generation_ = 0;
   bool stopping_ = false;
-  int busy_ = 0;  // workers still inside the current loop
+  std::exception_ptr error_;
 
   const std::function<void(int64_t)>* body_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
-  std::atomic<uint64_t> published_{0};  // generation_, readable without the mutex (spinning)
-  std::exception_ptr error_;
+  std::atomic<uint64_t> joined_{kClosed};  // workers inside the loop, | kClosed once closed
+  std::atomic<uint64_t> published_{0};     // generation_, readable without the mutex
 };
 
 // QMOE_CPU_THREADS, validated: a positive integer, or unset (0 means "unset").
