@@ -10,8 +10,11 @@
 //   Output rounding: every element is rounded once to the output dtype, which moves it by at most
 //   the unit roundoff u relative (2^-11 for f16, 2^-8 for bf16), so the norm ratio grows by at
 //   most u. Inputs are not a source: the reference reads the same f16/bf16 values.
-//   The avx512bf16 variant runs GEMM1 on bf16 activations with bf16 dot products: codes are
-//   exact in bf16 and their products with bf16 inputs exact in f32, so the same bound holds.
+//   The avx512bf16 variant with bf16 activations runs GEMM1 with bf16 dot products (codes are
+//   exact in bf16 and their products with bf16 inputs exact in f32: nothing new) and rounds the
+//   intermediate (activation output) to bf16 for GEMM2, as a bf16 model does: a second relative
+//   error of at most u per intermediate element, which W2 carries to the output at about the same
+//   relative size. So bf16 gets 2u. Measured: ~1.7e-3 (f32 intermediate), ~2.4e-3 (bf16).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -41,7 +44,7 @@ QuantScheme scheme(int bits, int group, bool zp = false, bool act_order = false)
 double bound_for(DType dtype) {
   const double f32_math = 1e-5;
   if (dtype == DType::f16) return f32_math + 1.0 / 2048;
-  if (dtype == DType::bf16) return f32_math + 1.0 / 256;
+  if (dtype == DType::bf16) return f32_math + 2.0 / 256;
   return f32_math;
 }
 

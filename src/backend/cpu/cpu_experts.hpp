@@ -23,7 +23,12 @@ struct Workspace {
   std::vector<float> group_sum;  // sums of each bf16 input row over each w13 group
   std::vector<const float*> group_sum_rows;
   std::vector<float> act;  // [rows, I]: activation output = GEMM2 input, w2's K order
-  std::vector<float> y;    // [rows, H]: GEMM2 output with bias
+  // The same in bf16, with its sums over each w2 group, when GEMM2 runs on bf16 (gemm2_in_bf16).
+  std::vector<uint16_t> act_bf16;
+  std::vector<float> act_group_sum;
+  std::vector<const uint16_t*> act_rows_bf16;
+  std::vector<const float*> act_group_sum_rows;
+  std::vector<float> y;  // [rows, H]: GEMM2 output with bias
 };
 
 struct CpuExperts final : PreparedExperts {

@@ -134,6 +134,13 @@ bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
 
 // Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
 // their sums over each w13 group.
+// GEMM2 reads the activations in bf16 when the layer's dtype is bf16 and the kernel has a bf16
+// path: the intermediate is rounded to bf16 once, as a bf16 model does (vLLM keeps it in the
+// activation dtype too), and GEMM2 then runs at the bf16 dot-product rate.
+bool gemm2_in_bf16(const CpuExperts& x, DType dtype) {
+  return x.kernel.run_bf16 && dtype == DType::bf16 && x.w2.format.group_k % 2 == 0;
+}
+
 void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& ws) {
   const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
   const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;
@@ -200,8 +207,8 @@ void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBa
 }
 
 // GEMM1 for panel q of expert e, then bias and activation into the GEMM2 input rows.
-void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, Workspace& ws, int64_t e,
-                 int64_t q) {
+void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, bool act_bf16,
+                 Workspace& ws, int64_t e, int64_t q) {
   const int64_t I = x.I;
   const float* bias = x.w13.bias_of(e);
   const int32_t* position = x.w2_position.empty() ? nullptr : x.w2_position.data() + e * I;
@@ -211,16 +218,19 @@ void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, Worksp
   auto epilogue = [&](int64_t row, int tokens, const float* tile) {
     for (int t = 0; t < tokens; ++t) {
       const float* h = tile + t * kTileRows;
-      float* out = ws.act.data() + (row + t) * I;
       for (int64_t c = 0; c < count; ++c) {
         std::array<float, 2> in{h[c], x.gated ? h[kHalfRows + c] : 0.0f};
         if (bias) {
           in[0] += bias[q * kTileRows + c];
           if (x.gated) in[1] += bias[q * kTileRows + kHalfRows + c];
         }
-        const int64_t j = first + c;
-        out[position ? position[j] : j] =
-            activation_at(config.activation, config.activation_params, in.data(), 1, 0);
+        const int64_t j = first + c, at = (row + t) * I + (position ? position[j] : j);
+        const float a = activation_at(config.activation, config.activation_params, in.data(), 1, 0);
+        if (act_bf16) {
+          ws.act_bf16[at] = to_bf16(a).bits;
+        } else {
+          ws.act[at] = a;
+        }
       }
     }
   };
@@ -238,8 +248,8 @@ void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, Worksp
 }
 
 // GEMM2 for panel q of expert e, plus bias, into the per-row outputs.
-void gemm2_panel(const CpuExperts& x, Workspace& ws, const float* const* inputs, int64_t e,
-                 int64_t q) {
+void gemm2_panel(const CpuExperts& x, bool bf16, Workspace& ws, const float* const* inputs,
+                 int64_t e, int64_t q) {
   const int64_t H = x.H;
   const float* bias = x.w2.bias_of(e);
   const int64_t first = q * kTileRows, count = std::min<int64_t>(kTileRows, H - first);
@@ -250,27 +260,67 @@ void gemm2_panel(const CpuExperts& x, Workspace& ws, const float* const* inputs,
       for (int64_t c = 0; c < count; ++c) out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
     }
   };
-  for_each_f32_tile(x, x.w2, ws, inputs, e, q, epilogue);
+  if (!bf16) return for_each_f32_tile(x, x.w2, ws, inputs, e, q, epilogue);
+  const PanelTileBf16 base{x.w2.panel(e, q), nullptr, nullptr, 0, nullptr};
+  auto run = [&](int64_t row, int tokens, float* tile) {
+    PanelTileBf16 t = base;
+    t.x = ws.act_rows_bf16.data() + row;
+    t.group_sum = ws.act_group_sum_rows.data() + row;
+    t.tokens = tokens;
+    t.out = tile;
+    x.kernel.run_bf16(x.w2.format, t);
+  };
+  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
 }
 
-void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf16, Workspace& ws) {
-  ws.act.resize(static_cast<size_t>(ws.expert_begin[x.E] * x.I));
+void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf16, bool act_bf16,
+                          Workspace& ws) {
+  const size_t size = static_cast<size_t>(ws.expert_begin[x.E] * x.I);
+  if (act_bf16) {
+    ws.act_bf16.resize(size);
+  } else {
+    ws.act.resize(size);
+  }
   const std::vector<Item> items = items_for(ws, x.w13);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
     for (int64_t q = items[i].first_panel; q < items[i].end_panel; ++q)
-      gemm1_panel(x, config, bf16, ws, items[i].expert, q);
+      gemm1_panel(x, config, bf16, act_bf16, ws, items[i].expert, q);
   });
 }
 
-void gemm2(const CpuExperts& x, Workspace& ws) {
+// Row pointers of the bf16 activations and their sums over each w2 group.
+void prepare_bf16_activations(const CpuExperts& x, Workspace& ws) {
+  const int64_t rows = ws.expert_begin[x.E], I = x.I;
+  const int64_t groups = x.w2.format.groups, G = x.w2.format.group_k;
+  ws.act_rows_bf16.resize(static_cast<size_t>(rows));
+  ws.act_group_sum_rows.resize(static_cast<size_t>(rows));
+  ws.act_group_sum.resize(static_cast<size_t>(rows * groups));
+  ThreadPool::instance().parallel_for(rows, [&](int64_t r) {
+    const uint16_t* row = ws.act_bf16.data() + r * I;
+    for (int64_t g = 0; g < groups; ++g) {
+      float sum = 0.0f;
+      for (int64_t c = g * G; c < (g + 1) * G; ++c) sum += to_float(bf16_t{row[c]});
+      ws.act_group_sum[r * groups + g] = sum;
+    }
+    ws.act_rows_bf16[r] = row;
+    ws.act_group_sum_rows[r] = ws.act_group_sum.data() + r * groups;
+  });
+}
+
+void gemm2(const CpuExperts& x, bool bf16, Workspace& ws) {
   const int64_t rows = ws.expert_begin[x.E];
   ws.y.resize(static_cast<size_t>(rows * x.H));
-  std::vector<const float*> inputs(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * x.I;
+  std::vector<const float*> inputs;
+  if (bf16) {
+    prepare_bf16_activations(x, ws);
+  } else {
+    inputs.resize(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * x.I;
+  }
   const std::vector<Item> items = items_for(ws, x.w2);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
     for (int64_t q = items[i].first_panel; q < items[i].end_panel; ++q)
-      gemm2_panel(x, ws, inputs.data(), items[i].expert, q);
+      gemm2_panel(x, bf16, ws, inputs.data(), items[i].expert, q);
   });
 }
 
@@ -294,8 +344,9 @@ void forward_with(const CpuExperts& x, const MoEConfig& config, const RoutedBatc
   group_by_expert(b.topk_ids.data_as<const int32_t>(), b.topk_ids.dim(0), b.topk_ids.dim(1), x.E,
                   ws);
   prepare_inputs(x, config, b, ws);
-  gemm1_and_activation(x, config, gemm1_in_bf16(x, config, b.hidden.dtype()), ws);
-  gemm2(x, ws);
+  const bool act_bf16 = gemm2_in_bf16(x, b.hidden.dtype());
+  gemm1_and_activation(x, config, gemm1_in_bf16(x, config, b.hidden.dtype()), act_bf16, ws);
+  gemm2(x, act_bf16, ws);
   combine(x, config, b, ws);
 }
 
