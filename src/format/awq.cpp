@@ -36,12 +36,12 @@ class AwqAdapter final : public FormatAdapter {
     Projection p;
     const TensorInfo& qweight = store.at(spec.module + ".qweight");
     expect_tensor(qweight, {StDType::i32}, {K, N / 8});
-    p.codes = unpack_along_cols(qweight.bytes, K, N / 8, 4, kAwqSlotOf).transposed();
+    p.codes = unpack_along_cols_transposed(qweight.bytes, K, N / 8, 4, kAwqSlotOf);
     p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
     if (spec.scheme.has_zero_points()) {
       const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
       expect_tensor(qzeros, {StDType::i32}, {G, N / 8});
-      p.zeros = unpack_along_cols(qzeros.bytes, G, N / 8, 4, kAwqSlotOf).transposed();
+      p.zeros = unpack_along_cols_transposed(qzeros.bytes, G, N / 8, 4, kAwqSlotOf);
     }
     p.bias = read_bias(store, spec);
     return p;

@@ -36,13 +36,13 @@ class GptqAdapter final : public FormatAdapter {
     Projection p;
     const TensorInfo& qweight = store.at(spec.module + ".qweight");
     expect_tensor(qweight, {StDType::i32}, {K / pf, N});
-    p.codes = unpack_along_rows(qweight.bytes, K / pf, N, s.bits).transposed();
+    p.codes = unpack_along_rows_transposed(qweight.bytes, K / pf, N, s.bits);
 
     p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
 
     const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
     expect_tensor(qzeros, {StDType::i32}, {G, N / pf});
-    Matrix<uint8_t> zeros = unpack_along_cols(qzeros.bytes, G, N / pf, s.bits).transposed();
+    Matrix<uint8_t> zeros = unpack_along_cols_transposed(qzeros.bytes, G, N / pf, s.bits);
     const int mask = s.max_code();
     for (uint8_t& z : zeros.values) {
       if (spec.gptq_version == 1) z = static_cast<uint8_t>((z + 1) & mask);

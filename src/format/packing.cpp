@@ -59,6 +59,39 @@ Matrix<uint8_t> unpack_along_rows(std::span<const std::byte> words, int64_t word
   return m;
 }
 
+Matrix<uint8_t> unpack_along_cols_transposed(std::span<const std::byte> words, int64_t rows,
+                                             int64_t word_cols, int bits, SlotOrder slot_of) {
+  check_words(words, rows * word_cols, bits);
+  const int pf = pack_factor(bits);
+  Matrix<uint8_t> m(word_cols * pf, rows);
+  uint8_t* out = m.values.data();
+  for (int64_t wc = 0; wc < word_cols; ++wc) {
+    for (int i = 0; i < pf; ++i) {
+      uint8_t* row = out + (wc * pf + i) * rows;
+      const int slot = slot_of[i];
+      for (int64_t r = 0; r < rows; ++r)
+        row[r] = field(word_at(words, r * word_cols + wc), slot, bits);
+    }
+  }
+  return m;
+}
+
+Matrix<uint8_t> unpack_along_rows_transposed(std::span<const std::byte> words, int64_t word_rows,
+                                             int64_t cols, int bits) {
+  check_words(words, word_rows * cols, bits);
+  const int pf = pack_factor(bits);
+  Matrix<uint8_t> m(cols, word_rows * pf);
+  uint8_t* out = m.values.data();
+  for (int64_t c = 0; c < cols; ++c) {
+    uint8_t* row = out + c * word_rows * pf;
+    for (int64_t wr = 0; wr < word_rows; ++wr) {
+      const uint32_t w = word_at(words, wr * cols + c);
+      for (int i = 0; i < pf; ++i) row[wr * pf + i] = field(w, i, bits);
+    }
+  }
+  return m;
+}
+
 std::vector<uint32_t> pack_along_cols(const Matrix<uint8_t>& m, int bits, SlotOrder slot_of) {
   const int pf = pack_factor(bits);
   const int64_t word_cols = ceil_div(m.cols, pf);

@@ -4,6 +4,7 @@
 // f*bits+bits) counted from the least significant bit. `slot_of[i]` is the field that holds the
 // i-th of the word's pf consecutive elements: the identity for GPTQ and compressed-tensors, the AWQ
 // interleave for AWQ.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -22,10 +23,22 @@ struct Matrix {
   Matrix(int64_t r, int64_t c) : rows(r), cols(c), values(static_cast<size_t>(r * c)) {}
   T& at(int64_t r, int64_t c) { return values[static_cast<size_t>(r * cols + c)]; }
   const T& at(int64_t r, int64_t c) const { return values[static_cast<size_t>(r * cols + c)]; }
+  // Tiled so both sides stay in cache for the large (K x N) checkpoint matrices; sizes and
+  // pointers in locals because byte stores may alias anything the compiler cannot see is local.
   Matrix transposed() const {
-    Matrix t(cols, rows);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) t.at(c, r) = at(r, c);
+    constexpr int64_t kTile = 64;
+    const int64_t R = rows, C = cols;
+    Matrix t(C, R);
+    const T* src = values.data();
+    T* dst = t.values.data();
+    for (int64_t r0 = 0; r0 < R; r0 += kTile) {
+      const int64_t r1 = std::min(R, r0 + kTile);
+      for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+        const int64_t c1 = std::min(C, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) dst[c * R + r] = src[r * C + c];
+      }
+    }
     return t;
   }
 };
@@ -44,6 +57,14 @@ Matrix<uint8_t> unpack_along_cols(std::span<const std::byte> words, int64_t rows
 // words: [word_rows, cols] -> [word_rows * pf, cols]; elements run down the rows.
 Matrix<uint8_t> unpack_along_rows(std::span<const std::byte> words, int64_t word_rows, int64_t cols,
                                   int bits);
+
+// The same unpacking with the result transposed, without a transpose pass over the big matrices:
+// [rows, word_cols] words -> [word_cols * pf, rows]; [word_rows, cols] -> [cols, word_rows * pf].
+Matrix<uint8_t> unpack_along_cols_transposed(std::span<const std::byte> words, int64_t rows,
+                                             int64_t word_cols, int bits,
+                                             SlotOrder slot_of = kIdentity8);
+Matrix<uint8_t> unpack_along_rows_transposed(std::span<const std::byte> words, int64_t word_rows,
+                                             int64_t cols, int bits);
 
 // Inverses. Missing trailing elements (cols or rows not a multiple of pf) pack as 0.
 std::vector<uint32_t> pack_along_cols(const Matrix<uint8_t>& m, int bits,

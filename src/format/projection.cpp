@@ -23,6 +23,9 @@ QuantizedWeight stack_projections(const std::vector<std::vector<Projection>>& ex
   if (has_bias) w.bias = Buffer(DType::f32, {w.E, w.N});
 
   uint8_t* codes = w.codes.data_as<uint8_t>();
+  float* scales = w.scales.data_as<float>();
+  uint8_t* zeros = scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
+  float* bias = has_bias ? w.bias.data_as<float>() : nullptr;
   for (int64_t e = 0; e < w.E; ++e) {
     int64_t row = 0;
     for (size_t part = 0; part < experts[e].size(); ++part) {
@@ -44,12 +47,10 @@ QuantizedWeight stack_projections(const std::vector<std::vector<Projection>>& ex
           }
         }
         for (int64_t g = 0; g < groups; ++g) {
-          w.scales.data_as<float>()[(e * w.N + row) * groups + g] = p.scales.at(n, g);
-          if (scheme.has_zero_points()) {
-            w.zeros.data_as<uint8_t>()[(e * w.N + row) * groups + g] = p.zeros.at(n, g);
-          }
+          scales[(e * w.N + row) * groups + g] = p.scales.at(n, g);
+          if (zeros) zeros[(e * w.N + row) * groups + g] = p.zeros.at(n, g);
         }
-        if (has_bias) w.bias.data_as<float>()[e * w.N + row] = p.bias[static_cast<size_t>(n)];
+        if (bias) bias[e * w.N + row] = p.bias[static_cast<size_t>(n)];
       }
       if (scheme.act_order) {
         check(static_cast<int64_t>(p.g_idx.size()) == w.K, "{}: expert {} part {} has no g_idx",
@@ -72,14 +73,20 @@ Projection slice_projection(const QuantizedWeight& w, int64_t e, int64_t row0, i
   p.codes = Matrix<uint8_t>(rows, w.K);
   p.scales = Matrix<float>(rows, groups);
   if (w.scheme.has_zero_points()) p.zeros = Matrix<uint8_t>(rows, groups);
+  const uint8_t* codes = w.codes.data_as<uint8_t>();
+  const float* scales = w.scales.data_as<float>();
+  const uint8_t* zeros = w.scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
   for (int64_t n = 0; n < rows; ++n) {
+    const uint8_t* row = codes + (e * w.N + row0 + n) * w.code_bytes_per_row();
     for (int64_t k = 0; k < w.K; ++k) {
-      p.codes.at(n, k) = static_cast<uint8_t>(w.code(e, row0 + n, k));
+      // Canonical int4: the even k in the low nibble.
+      p.codes.at(n, k) =
+          w.scheme.bits == 8 ? row[k] : static_cast<uint8_t>((row[k / 2] >> (4 * (k & 1))) & 0xf);
     }
     const int64_t at = (e * w.N + row0 + n) * groups;
     for (int64_t g = 0; g < groups; ++g) {
-      p.scales.at(n, g) = w.scales.data_as<float>()[at + g];
-      if (w.scheme.has_zero_points()) p.zeros.at(n, g) = w.zeros.data_as<uint8_t>()[at + g];
+      p.scales.at(n, g) = scales[at + g];
+      if (zeros) p.zeros.at(n, g) = zeros[at + g];
     }
     if (w.has_bias()) p.bias.push_back(w.bias.data_as<float>()[e * w.N + row0 + n]);
   }
