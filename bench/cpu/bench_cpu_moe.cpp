@@ -1,7 +1,9 @@
 // The cpu backend's MoE forward on one layer, against ceilings and baselines measured in the same
 // run (shared/BENCH.md, CPU section):
-//   bench_cpu_moe [model ...]        models: qwen3 (H 2048, I 768, E 128, top-8),
-//                                    mixtral-half (H 4096, I 7168, E 8, top-2)
+//   bench_cpu_moe [model ...] [--m=1,16] [--cpu-only]
+//     models: qwen3 (H 2048, I 768, E 128, top-8), mixtral-half (H 4096, I 7168, E 8, top-2);
+//     --m: token counts (default 1,4,16,64,256); --cpu-only: skip the baselines (a quick look
+//     while tuning; the recorded runs keep them)
 // Weights: int4, group 128, symmetric, values (q - 8) * s with s ~ 1/(4.6 sqrt K); activations
 // bf16 N(0, 1); routing softmax top-k renormalized from N(0, 1) logits. Cold: R routing sets
 // (fresh x and routing each), R = ceil(240 MB / weight bytes one set touches) clamped to [2, 16],
@@ -43,7 +45,12 @@ struct Model {
 };
 
 constexpr Model kModels[] = {{"qwen3", 128, 2048, 768, 8}, {"mixtral-half", 8, 4096, 7168, 2}};
-constexpr int64_t kTokenCounts[] = {1, 4, 16, 64, 256};
+
+struct Options {
+  std::vector<std::string> models;
+  std::vector<int64_t> token_counts{1, 4, 16, 64, 256};
+  bool baselines = true;
+};
 constexpr int kGroup = 128;
 
 // Codes uniform in 0..15 straight from a fast generator: quantizing a float layer of this size
@@ -93,7 +100,7 @@ Timing time_rotation(std::vector<RoutingSet>& sets, const std::function<void(Rou
   return {at(0.5), at(0.1), at(0.9)};
 }
 
-void run_model(const Model& m) {
+void run_model(const Model& m, const Options& options) {
   std::mt19937_64 rng(7);
   MoEConfig config;
   config.num_experts = m.E;
@@ -107,7 +114,7 @@ void run_model(const Model& m) {
   const std::unique_ptr<PreparedExperts> prepared = cpu.prepare(experts, config, Device{});
   const auto& packed = static_cast<const cpu::CpuExperts&>(*prepared);
   const auto t1 = Clock::now();
-  const DequantizedExperts dense = dequantize(experts);
+  const DequantizedExperts dense = options.baselines ? dequantize(experts) : DequantizedExperts{};
   const auto t2 = Clock::now();
   const double expert_bytes =
       static_cast<double>(packed.w13.bytes_per_expert() + packed.w2.bytes_per_expert());
@@ -123,7 +130,7 @@ void run_model(const Model& m) {
       "read GB/s | copy GB/s | emulation µs | ×emul | OpenBLAS µs | ×BLAS | err vs BLAS |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
-  for (const int64_t M : kTokenCounts) {
+  for (const int64_t M : options.token_counts) {
     // Experts one set touches, estimated for R, then counted exactly per set.
     const double E = static_cast<double>(m.E), k = m.top_k, tokens = static_cast<double>(M);
     const double expected_experts = E * (1.0 - std::pow(1.0 - k / E, tokens));
@@ -150,21 +157,28 @@ void run_model(const Model& m) {
     };
 
     // Numerics first: the cpu backend against the OpenBLAS baseline on set 0.
-    cpu.run(*prepared, config, batch(sets[0]));
-    Buffer cpu_out = sets[0].out.clone();
-    openblas_moe_forward(dense, config, batch(sets[0]));
-    const double err = sample::relative_error(cpu_out, sets[0].out);
+    double err = NAN;
+    if (options.baselines) {
+      cpu.run(*prepared, config, batch(sets[0]));
+      const Buffer cpu_out = sets[0].out.clone();
+      openblas_moe_forward(dense, config, batch(sets[0]));
+      err = sample::relative_error(cpu_out, sets[0].out);
+    }
 
     const Ceilings ceil = measure_ceilings();
     const Timing t = time_rotation(
         sets, [&](RoutingSet& s) { cpu.run(*prepared, config, batch(s)); }, 1.0, 5, 1000);
-    const Timing blas = time_rotation(
-        sets, [&](RoutingSet& s) { openblas_moe_forward(dense, config, batch(s)); }, 0.5, 3, 1000);
-    std::vector<RoutingSet> one_set(1);
-    one_set[0] = std::move(sets[0]);
-    const Timing emul = time_rotation(
-        one_set, [&](RoutingSet& s) { dense_moe_forward<float>(dense, config, batch(s)); }, 0.0, 1,
-        1);
+    Timing blas{NAN, NAN, NAN}, emul{NAN, NAN, NAN};
+    if (options.baselines) {
+      blas = time_rotation(
+          sets, [&](RoutingSet& s) { openblas_moe_forward(dense, config, batch(s)); }, 0.5, 3,
+          1000);
+      std::vector<RoutingSet> one_set(1);
+      one_set[0] = std::move(sets[0]);
+      emul = time_rotation(
+          one_set, [&](RoutingSet& s) { dense_moe_forward<float>(dense, config, batch(s)); }, 0.0,
+          1, 1);
+    }
 
     const double gbps = bytes / t.median_s / 1e9;
     const double gflops = 6.0 * tokens * k * static_cast<double>(m.H * m.I) / t.median_s / 1e9;
@@ -184,11 +198,28 @@ void run_model(const Model& m) {
 
 int main(int argc, char** argv) {
   using namespace qmoe;
-  std::vector<std::string> wanted(argv + 1, argv + argc);
-  fmt::print("cpu backend: ISA {}, {} threads; baseline {}\n", cpu::name(cpu::selected_isa()),
-             cpu::ThreadPool::instance().threads(), bench::openblas_description());
+  bench::Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--cpu-only") {
+      options.baselines = false;
+    } else if (arg.rfind("--m=", 0) == 0) {
+      options.token_counts.clear();
+      for (size_t at = 4; at < arg.size();) {
+        const size_t comma = std::min(arg.find(',', at), arg.size());
+        options.token_counts.push_back(std::stoll(arg.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    } else {
+      options.models.push_back(arg);
+    }
+  }
+  fmt::print("cpu backend: ISA {}, {} threads (not pinned); baseline {}\n",
+             cpu::name(cpu::selected_isa()), cpu::ThreadPool::instance().threads(),
+             bench::openblas_description());
   for (const bench::Model& m : bench::kModels)
-    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), m.name) != wanted.end())
-      bench::run_model(m);
+    if (options.models.empty() ||
+        std::find(options.models.begin(), options.models.end(), m.name) != options.models.end())
+      bench::run_model(m, options);
   return 0;
 }

@@ -60,7 +60,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   m.E = w.E;
   m.K = w.K;
   m.panels = panels;
-  m.bytes = Buffer(DType::u8, {w.E, panels, m.format.panel_bytes()});
+  m.bytes = HugePageBytes(static_cast<size_t>(w.E * panels * m.format.panel_bytes()));
 
   const int64_t slots = panels * kTileRows;
   std::vector<int64_t> rows(static_cast<size_t>(slots));
@@ -85,7 +85,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   const uint8_t* codes = w.codes.data_as<uint8_t>();
   const float* scales = w.scales.data_as<float>();
   const uint8_t* zeros = f.zero_points ? w.zeros.data_as<uint8_t>() : nullptr;
-  uint8_t* out = m.bytes.data_as<uint8_t>();
+  uint8_t* out = m.bytes.data();
 
   ThreadPool::instance().parallel_for(w.E, [&](int64_t e) {
     const int32_t* order = m.k_order_of(e);

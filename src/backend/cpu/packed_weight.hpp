@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/huge_page_bytes.hpp"
 #include "backend/cpu/panel_format.hpp"
 #include "qmoe/quant.hpp"
 
@@ -16,8 +17,8 @@ namespace qmoe::cpu {
 struct PackedMatrix {
   PanelFormat format;
   int64_t E = 0, K = 0;
-  int64_t panels = 0;  // per expert, of kTileRows rows each
-  Buffer bytes;        // u8 [E, panels, panel_bytes]
+  int64_t panels = 0;   // per expert, of kTileRows rows each
+  HugePageBytes bytes;  // [E, panels, panel_bytes]
   // f32 [E, panels * kTileRows] in slot order (0 in padding slots); empty without bias.
   std::vector<float> bias;
   // i32 [E, K]: packed position j holds canonical input channel k_order[e * K + j]. Empty
@@ -25,7 +26,7 @@ struct PackedMatrix {
   std::vector<int32_t> k_order;
 
   const uint8_t* panel(int64_t e, int64_t p) const {
-    return static_cast<const uint8_t*>(bytes.data()) + (e * panels + p) * format.panel_bytes();
+    return bytes.data() + (e * panels + p) * format.panel_bytes();
   }
   const float* bias_of(int64_t e) const {
     return bias.empty() ? nullptr : bias.data() + e * panels * kTileRows;
