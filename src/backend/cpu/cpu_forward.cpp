@@ -1,12 +1,12 @@
-// One MoE forward on packed weights, as four parallel loops over flat work lists:
+// One MoE forward on packed weights, as parallel loops over flat work lists:
 //   1. GEMM1 input rows: one row per (token, slot) pair, rows grouped by expert
 //   2. GEMM1 + bias + activation, items = (active expert, run of w13 panels)
 //   3. GEMM2 + bias, items = (active expert, run of w2 panels)
 //   4. weighted sum over the k slots of each token, in slot order (so results do not depend on
 //      the thread count), converted to the output dtype
-// Items are (expert, 32 output rows) rather than experts, so a decode step with 8 active
-// experts still spreads over every core, and each item streams its panels once for all the
-// expert's tokens.
+// Items are runs of 32-row panels rather than experts, so a decode step with 8 active experts
+// still spreads over every core, and each item streams its panels once for all the expert's
+// tokens.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -72,8 +72,9 @@ void group_by_expert(const int32_t* ids, int64_t M, int64_t k, int64_t E, Worksp
 // An item covers consecutive panels of one expert: consecutive in memory, so each thread
 // reads long runs (kItemBytes) whose start the prefetch of its previous run does not cover
 // (the other thread took the run in between), while there are still several items per thread to
-// balance the load. Qwen3 M=1 (34 KB panels) moved from about 0.5 to 0.8 of the read ceiling
-// when items grew from 64 KB to 128 KB; 256 KB was no better.
+// balance the load. Measured on a noisy VM (read ceiling 23-65 GB/s from row to row), so only
+// roughly: 128 KB looked better than 64 KB for Qwen3 M=1 (35 KB panels) and 256 KB no better;
+// prefetching each item's first 16 KB up front made no visible difference.
 constexpr int64_t kItemBytes = 128 << 10;
 
 std::vector<Item> items_for(const Workspace& ws, const PackedMatrix& w) {
@@ -132,8 +133,6 @@ bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
          x.w13.format.group_k % 2 == 0;
 }
 
-// Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
-// their sums over each w13 group.
 // GEMM2 reads the activations in bf16 when the layer's dtype is bf16 and the kernel has a bf16
 // path: the intermediate is rounded to bf16 once, as a bf16 model does (vLLM keeps it in the
 // activation dtype too), and GEMM2 then runs at the bf16 dot-product rate.
@@ -141,6 +140,8 @@ bool gemm2_in_bf16(const CpuExperts& x, DType dtype) {
   return x.kernel.run_bf16 && dtype == DType::bf16 && x.w2.format.group_k % 2 == 0;
 }
 
+// Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
+// their sums over each w13 group.
 void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& ws) {
   const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
   const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;

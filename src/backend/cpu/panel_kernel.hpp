@@ -20,9 +20,9 @@ namespace qmoe::cpu {
 // Software prefetch distance along a panel stream: one line per 64 bytes of codes, this far
 // ahead. Panels are short (13-70 KB) and each thread reads one stream, so the hardware
 // prefetcher alone leaves a core well below its DRAM read rate, and this VM's memory latency is
-// high. Measured with bench_cpu_moe --cpu-only (2 threads, one stream per panel), fraction of
-// the same-run read ceiling: Qwen3 M=16 0.58 at 2 KB, 0.58 at 4 KB, 0.66 at 8 KB, 0.67 at 16 KB,
-// 0.66 at 32 KB; Mixtral-half M=1 0.47, 0.70, 0.72, 0.74, 0.77.
+// high. Measured with bench_cpu_moe --cpu-only (2 threads, one stream per panel; single samples
+// on a noisy VM), fraction of the same-run read ceiling: Qwen3 M=16 0.58 at 2 KB, 0.58 at 4 KB,
+// 0.66 at 8 KB, 0.67 at 16 KB, 0.66 at 32 KB; Mixtral-half M=1 0.47, 0.70, 0.72, 0.74, 0.77.
 inline constexpr int64_t kPrefetchBytes = 16384;
 
 // With one or two tokens, the two panels alone give too few independent FMA chains to hide the

@@ -5,8 +5,8 @@
 
 namespace qmoe::cpu {
 
-// avx512_bf16 is avx512 plus a bf16 dot-product kernel for bf16 activations (twice the
-// multiply-adds per instruction of f32 FMA, and exact: see PanelTileBf16).
+// avx512_bf16 is avx512 plus a bf16 dot-product kernel (twice the multiply-adds per instruction
+// of f32 FMA, exact products: see PanelTileBf16) that bf16 layers use for both GEMMs.
 enum class Isa : uint8_t { portable, avx2, avx512, avx512_bf16 };
 
 struct TileKernel {
