@@ -1,10 +1,13 @@
 // `qmoe inspect`'s report: shapes and bytes per layer, and suspicious things found, not thrown.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "format/inspect.hpp"
 #include "format/model_config.hpp"
+#include "format/safetensors.hpp"
 #include "format_case.hpp"
 
 namespace qmoe::format {
@@ -64,6 +67,35 @@ TEST(Inspect, ALayerThatDoesNotLoadIsAFindingNotAnAbort) {
       << r.layers[0].error;
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(to_json(r)["layers"][0]["error"], r.layers[0].error);
+}
+
+// A non-finite scale on disk (the canonical form refuses to hold one) is named as a finding.
+TEST(Inspect, NonFiniteScaleOnDiskIsAFinding) {
+  QuantScheme s;
+  s.group_size = 16;
+  std::vector<QuantizedExperts> layers;
+  layers.push_back(test::random_experts(3, 64, 32, s, false, 9));
+  test::ScratchDir dir("inspect");
+  write_checkpoint(dir.path(), small_config(), layers, {.scale_dtype = DType::f32});
+  const std::filesystem::path file = dir.path() / "model.safetensors";
+  std::vector<char> image(std::filesystem::file_size(file));
+  std::ifstream(file, std::ios::binary)
+      .read(image.data(), static_cast<std::streamsize>(image.size()));
+  const auto bytes = std::as_bytes(std::span<const char>(image));
+  for (const TensorInfo& t : parse_safetensors(bytes, "model.safetensors").tensors) {
+    if (t.name == "model.layers.0.mlp.experts.1.down_proj.scales") {
+      const float inf = std::numeric_limits<float>::infinity();
+      std::memcpy(image.data() + (t.bytes.data() - bytes.data()) + 8, &inf, 4);
+    }
+  }
+  std::ofstream(file, std::ios::binary)
+      .write(image.data(), static_cast<std::streamsize>(image.size()));
+
+  const CheckpointReport r = inspect(Checkpoint::open(dir.path()));
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].find("layer 0: does not load: w2.scales: element"), std::string::npos)
+      << r.findings[0];
+  EXPECT_NE(r.findings[0].find("is inf"), std::string::npos) << r.findings[0];
 }
 
 }  // namespace
