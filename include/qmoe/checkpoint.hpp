@@ -32,8 +32,8 @@ enum class CheckpointFormat : uint8_t {
   mxfp4,               // quant_method "mxfp4" (gpt-oss): fused e2m1 experts, e8m0 scales
 };
 
-std::string_view name(
-    CheckpointFormat f);  // "gptq", "awq", "compressed-tensors", "moe_wna16", "mxfp4"
+// "gptq", "awq", "compressed-tensors", "moe_wna16", "mxfp4"
+std::string_view name(CheckpointFormat f);
 CheckpointFormat parse_checkpoint_format(std::string_view s);  // throws Error listing valid names
 
 // How per-expert modules are named under `model.layers.{L}.`.
@@ -91,9 +91,11 @@ class Checkpoint {
 struct WriteOptions {
   CheckpointFormat format = CheckpointFormat::gptq;
   ExpertNaming naming = ExpertNaming::qwen;
-  int gptq_version = 1;            // GPTQ qzeros hold z - 1 (v1, "gptq") or z (v2, "gptq_v2")
-  DType scale_dtype = DType::f16;  // f16, bf16 or f32; a scale that would round is an error
-  int64_t max_shard_bytes = 0;     // > 0: several files plus model.safetensors.index.json
+  int gptq_version = 1;  // GPTQ qzeros hold z - 1 (v1, "gptq") or z (v2, "gptq_v2")
+  // Scales and biases: f16, bf16 or f32; a value that would round is an error. (mxfp4 scales are
+  // always e8m0 bytes; this then applies to the biases only.)
+  DType scale_dtype = DType::f16;
+  int64_t max_shard_bytes = 0;  // > 0: several files plus model.safetensors.index.json
   std::string model_type = "qwen2_moe";
 };
 
