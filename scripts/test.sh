@@ -4,4 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 scripts/check-format.sh
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 1200
+status=0
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 1200 || status=$?
+# Skipped tests (the GPU ones on a machine without a GPU) say why; show each distinct reason.
+log=build/Testing/Temporary/LastTest.log
+if grep -q '^\[  SKIPPED \]' "$log" 2>/dev/null; then
+  echo "Skipped tests, by reason:"
+  grep -A1 ': Skipped$' "$log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
+fi
+exit $status
