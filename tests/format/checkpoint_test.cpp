@@ -176,6 +176,24 @@ TEST(Checkpoint, QuantizeConfigJsonFallback) {
   EXPECT_EQ(ckpt.load_layer(0).num_experts(), 3);
 }
 
+// Dense layers, shared experts and attention are not routed experts and do not disturb them.
+TEST(Checkpoint, OnlyRoutedExpertsCount) {
+  test::ScratchDir dir("ckpt");
+  write_small(dir.path());
+  format::SafetensorsWriter w;
+  const std::vector<int32_t> word(4, 0x77777777);
+  for (const char* name : {"model.layers.5.mlp.gate_proj.qweight",
+                           "model.layers.0.mlp.shared_expert.gate_proj.qweight",
+                           "model.layers.0.mlp.shared_experts.up_proj.qweight",
+                           "model.layers.0.self_attn.q_proj.qweight"}) {
+    w.add<int32_t>(name, format::StDType::i32, {2, 2}, word);
+  }
+  w.write(dir.path() / "other.safetensors");
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  EXPECT_EQ(ckpt.moe_layers(), (std::vector<int>{0}));
+  EXPECT_EQ(ckpt.load_layer(0).num_experts(), 3);
+}
+
 TEST(Checkpoint, FormatNames) {
   for (auto f :
        {CheckpointFormat::gptq, CheckpointFormat::awq, CheckpointFormat::compressed_tensors,
