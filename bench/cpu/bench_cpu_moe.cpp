@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <set>
@@ -69,6 +70,17 @@ QuantizedWeight random_int4(int64_t E, int64_t N, int64_t K, std::mt19937_64& rn
   const float scale = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));
   for (float& s : w.scales.span<float>()) s = scale * spread(rng);
   return w;
+}
+
+// "0.52 0.58 0.59" from /proc/loadavg: how many other processes compete for the cores.
+std::string load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "unknown";
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const std::string s = read ? line : "unknown";
+  return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));  // the 1, 5, 15 min ones
 }
 
 struct RoutingSet {
@@ -125,6 +137,7 @@ void run_model(const Model& m, const Options& options) {
       "expert\n\n",
       std::chrono::duration<double>(t1 - t0).count(),
       std::chrono::duration<double>(t2 - t1).count(), expert_bytes / 1e6);
+  fmt::print("load average (1/5/15 min) before the rows: {}\n\n", load_average());
   fmt::print(
       "| M | R | cpu µs (p10-p90) | weights MB | GB/s | ÷read | ÷copy | GFLOP/s | "
       "read GB/s | copy GB/s | emulation µs | ×emul | OpenBLAS µs | ×BLAS | err vs BLAS |\n");
@@ -191,6 +204,7 @@ void run_model(const Model& m, const Options& options) {
         blas.median_s / t.median_s, err);
     std::fflush(stdout);
   }
+  fmt::print("\nload average after the rows: {}\n", load_average());
 }
 
 }  // namespace
