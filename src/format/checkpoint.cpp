@@ -131,13 +131,15 @@ format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
 // A router stored quantized would be dequantized and used by a loader that trusts it; upstream
 // that gave wrong expert choices (vLLM #41426, spec §8 #13). The router must stay in float.
 void Checkpoint::Impl::check_router(int layer) const {
-  const std::string router = layout.router_module(layer);
-  for (std::string_view suffix : {"qweight", "weight_packed", "qzeros", "scales", "weight_scale"}) {
-    const std::string tensor = router + "." + std::string(suffix);
-    check(store.find(tensor) == nullptr,
-          "layer {}: the router '{}' is stored quantized ('{}'); the router must stay in float, "
-          "so qmoe refuses it rather than route with degraded logits",
-          layer, router, tensor);
+  for (const std::string& router : layout.router_modules(layer)) {
+    for (std::string_view suffix :
+         {"qweight", "weight_packed", "qzeros", "scales", "weight_scale", "weight_blocks"}) {
+      const std::string tensor = router + "." + std::string(suffix);
+      check(store.find(tensor) == nullptr,
+            "layer {}: the router '{}' is stored quantized ('{}'); the router must stay in float, "
+            "so qmoe refuses it rather than route with degraded logits",
+            layer, router, tensor);
+    }
   }
 }
 
@@ -208,7 +210,7 @@ MoEConfig Checkpoint::layer_config(int layer) const {
   const Impl& m = *impl_;
   m.require_layer(layer);
   MoEConfig config = m.config.moe;
-  const std::string bias = m.layout.router_module(layer) + ".e_score_correction_bias";
+  const std::string bias = m.layout.router_modules(layer).front() + ".e_score_correction_bias";
   if (const format::TensorInfo* t = m.store.find(bias)) {
     config.routing.correction_bias = format::read_floats(*t, config.num_experts);
   }

@@ -62,9 +62,7 @@ void write_checkpoint(const std::filesystem::path& dir, const MoEConfig& config,
   const bool mxfp4 = options.format == CheckpointFormat::mxfp4;
   check(mxfp4 == (options.naming == ExpertNaming::gpt_oss),
         "write_checkpoint: mxfp4 goes with the fused gpt_oss naming and no other format does");
-  format::ExpertLayout layout;
-  layout.prefix = "model.";
-  layout.naming = options.naming;
+  const format::ExpertLayout layout = format::written_layout(options.naming);
   const bool gated = is_gated(config.activation);
 
   std::filesystem::create_directories(dir);

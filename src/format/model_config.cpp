@@ -100,6 +100,13 @@ MoEConfig parse_moe(const ordered_json& c, std::string_view file, const std::str
     check(f->is_number(), "{}: routed_scaling_factor must be a number, got {}", file, f->dump());
     moe.routing.routed_scaling_factor = f->get<float>();
   }
+  // Llama 4 (modeling_llama4.py Llama4TextMoe): sigmoid of the top-k logits, not renormalized,
+  // and the router weight scales the expert's input, not its output.
+  if (model_type == "llama4_text" || model_type == "llama4") {
+    moe.routing.scoring = Scoring::sigmoid;
+    moe.routing.renormalize = false;
+    moe.apply_router_weight_on_input = true;
+  }
   // DeepSeek's "greedy" top-k ignores the group fields it may still carry.
   if (get_string(c, "topk_method", file, "") != "greedy") {
     moe.routing.n_group = static_cast<int>(get_int(c, "n_group", file, 0));
@@ -321,7 +328,12 @@ ModelConfig parse_model_config(const ordered_json& config, std::string_view file
   check(config.is_object(), "{}: must be a JSON object", file);
   ModelConfig m;
   m.model_type = get_string(config, "model_type", file, "");
-  m.moe = parse_moe(config, file, m.model_type);
+  // Multimodal models (Llama 4, Qwen-VL-MoE, ...) keep the language model's shape in text_config;
+  // the quantization config stays at the top level.
+  const ordered_json* text = find_key(config, "text_config");
+  m.moe = text && text->is_object()
+              ? parse_moe(*text, file, get_string(*text, "model_type", file, m.model_type))
+              : parse_moe(config, file, m.model_type);
   const ordered_json* q = find_key(config, "quantization_config");
   if (!q) q = fallback_quant;
   check(q && q->is_object(),

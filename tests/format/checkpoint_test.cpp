@@ -194,6 +194,31 @@ TEST(Checkpoint, OnlyRoutedExpertsCount) {
   EXPECT_EQ(ckpt.load_layer(0).num_experts(), 3);
 }
 
+// Llama 4 / Jamba / LFM2 keep experts under feed_forward (LFM2 with Mixtral's w1/w2/w3 names), and
+// the router is feed_forward.router: the tensors are renamed here from a written checkpoint.
+TEST(Checkpoint, FeedForwardBlockAndRouterName) {
+  test::ScratchDir written("ckpt"), renamed("ckpt");
+  const MoEConfig config = write_small(written.path(), {.naming = ExpertNaming::mixtral});
+  std::filesystem::copy_file(written.path() / "config.json", renamed.path() / "config.json");
+  const format::TensorStore store = format::TensorStore::open(written.path());
+  format::SafetensorsWriter w;
+  for (const auto& [name, t] : store.tensors()) {
+    std::string to = name;
+    to.replace(to.find("block_sparse_moe"), std::string("block_sparse_moe").size(), "feed_forward");
+    w.add(to, t.dtype, t.shape, t.bytes);
+  }
+  w.write(renamed.path() / "model.safetensors");
+  const Checkpoint original = Checkpoint::open(written.path());
+  const Checkpoint ckpt = Checkpoint::open(renamed.path());
+  EXPECT_EQ(ckpt.naming(), ExpertNaming::mixtral);
+  test::expect_identical(ckpt.load_layer(0), original.load_layer(0));
+  EXPECT_EQ(config.num_experts, 3);
+
+  add_tensor(renamed.path(), "model.layers.0.feed_forward.router.qweight", format::StDType::i32);
+  expect_error([&] { Checkpoint::open(renamed.path()).load_layer(0); },
+               "the router 'model.layers.0.feed_forward.router' is stored quantized");
+}
+
 TEST(Checkpoint, FormatNames) {
   for (auto f :
        {CheckpointFormat::gptq, CheckpointFormat::awq, CheckpointFormat::compressed_tensors,

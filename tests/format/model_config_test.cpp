@@ -73,6 +73,26 @@ TEST(ModelConfig, GreedyTopkIgnoresGroupFields) {
   EXPECT_EQ(m.moe.routing.n_group, 0);
 }
 
+// Llama 4 nests the language model in text_config; its router takes the sigmoid of the top-k
+// logits without renormalizing and scales the expert input.
+TEST(ModelConfig, Llama4TextConfigAndSigmoidOnInputRouting) {
+  const ordered_json c = {{"model_type", "llama4"},
+                          {"text_config",
+                           {{"model_type", "llama4_text"},
+                            {"num_local_experts", 16},
+                            {"num_experts_per_tok", 1},
+                            {"hidden_size", 5120},
+                            {"intermediate_size", 8192},
+                            {"intermediate_size_mlp", 16384},
+                            {"hidden_act", "silu"}}}};
+  const ModelConfig m = parse_model_config(with_quant(c, kGptq), "config.json");
+  EXPECT_EQ(m.moe.num_experts, 16);
+  EXPECT_EQ(m.moe.intermediate, 8192);
+  EXPECT_EQ(m.moe.routing.scoring, Scoring::sigmoid);
+  EXPECT_FALSE(m.moe.routing.renormalize);
+  EXPECT_TRUE(m.moe.apply_router_weight_on_input);
+}
+
 TEST(ModelConfig, ErrorsNameTheKey) {
   const ordered_json dense = {{"hidden_size", 64}, {"intermediate_size", 128}};
   expect_error([&] { parse_model_config(with_quant(dense, kGptq), "c.json"); },
