@@ -25,6 +25,7 @@ struct RoundTrip {
   int64_t max_shard_bytes = 0;
   Activation activation = Activation::silu;
   std::string model_type = "qwen2_moe";
+  CheckpointFormat stored_as = CheckpointFormat::gptq;  // what moe_wna16 reads: gptq or awq
 };
 
 QuantScheme scheme(int bits, int group, bool asym, bool act_order = false) {
@@ -56,7 +57,7 @@ void check_round_trip(const RoundTrip& c) {
 
   test::ScratchDir dir("roundtrip");
   WriteOptions options;
-  options.format = c.format == CheckpointFormat::moe_wna16 ? CheckpointFormat::gptq : c.format;
+  options.format = c.format == CheckpointFormat::moe_wna16 ? c.stored_as : c.format;
   options.gptq_version = c.gptq_version;
   options.naming = c.naming;
   options.scale_dtype = c.scale_dtype;
@@ -159,11 +160,14 @@ TEST(RoundTrip, CompressedTensorsPartialWords) {
   }
 }
 
-TEST(RoundTrip, MoeWna16ReadsGptqIncludingGroupedInt8) {
+TEST(RoundTrip, MoeWna16ReadsGptqIncludingGroupedInt8AndAwq) {
   check_round_trip({.format = CheckpointFormat::moe_wna16, .scheme = scheme(8, 16, false)});
   check_round_trip({.format = CheckpointFormat::moe_wna16, .scheme = scheme(8, 32, true)});
   check_round_trip(
       {.format = CheckpointFormat::moe_wna16, .scheme = scheme(4, 16, true), .gptq_version = 2});
+  check_round_trip({.format = CheckpointFormat::moe_wna16,
+                    .scheme = scheme(4, 32, true),
+                    .stored_as = CheckpointFormat::awq});
 }
 
 // Scales are stored in f16 by default; a value f16 cannot hold must fail loudly, not round.
