@@ -49,6 +49,17 @@ void store_row(void* base, DType t, int64_t offset, const float* v, int64_t n) {
   }
 }
 
+// body(row) for rows 0..rows-1 of `width` elements each: in parallel when there is enough work
+// to pay for a barrier (about 64K elements), serially otherwise (a decode step's 8 rows).
+template <class Body>
+void for_rows(int64_t rows, int64_t width, Body&& body) {
+  if (rows * width < (int64_t{1} << 16)) {
+    for (int64_t r = 0; r < rows; ++r) body(r);
+    return;
+  }
+  ThreadPool::instance().parallel_for(rows, body);
+}
+
 // Counting sort of the (token, slot) pairs by expert.
 void group_by_expert(const int32_t* ids, int64_t M, int64_t k, int64_t E, Workspace& ws) {
   const int64_t pairs = M * k;
@@ -152,7 +163,7 @@ void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& w
   ws.group_sum_rows.resize(static_cast<size_t>(rows));
   ws.group_sum.resize(static_cast<size_t>(distinct * groups));
   if (permuted) ws.x_bf16.resize(static_cast<size_t>(rows * H));
-  ThreadPool::instance().parallel_for(distinct, [&](int64_t d) {
+  for_rows(distinct, H, [&](int64_t d) {
     const uint16_t* row = hidden + d * H;
     if (permuted) {
       const int64_t pair = ws.pair_of_row[d];
@@ -190,7 +201,7 @@ void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBa
   }
   const int64_t M = b.hidden.dim(0), x_rows = per_pair ? rows : M;
   ws.x.resize(static_cast<size_t>(x_rows * H));
-  ThreadPool::instance().parallel_for(x_rows, [&](int64_t r) {
+  for_rows(x_rows, H, [&](int64_t r) {
     const int64_t pair = per_pair ? ws.pair_of_row[r] : r * k, m = pair / k;
     const int64_t e = b.topk_ids.data_as<const int32_t>()[pair];
     const int32_t* order = x.w13.k_order_of(e);
@@ -296,7 +307,7 @@ void prepare_bf16_activations(const CpuExperts& x, Workspace& ws) {
   ws.act_rows_bf16.resize(static_cast<size_t>(rows));
   ws.act_group_sum_rows.resize(static_cast<size_t>(rows));
   ws.act_group_sum.resize(static_cast<size_t>(rows * groups));
-  ThreadPool::instance().parallel_for(rows, [&](int64_t r) {
+  for_rows(rows, I, [&](int64_t r) {
     const uint16_t* row = ws.act_bf16.data() + r * I;
     for (int64_t g = 0; g < groups; ++g) {
       float sum = 0.0f;
@@ -329,7 +340,7 @@ void combine(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
              const Workspace& ws) {
   const int64_t H = x.H, M = b.hidden.dim(0), k = b.topk_ids.dim(1);
   const float* weights = b.topk_weights.data_as<const float>();
-  ThreadPool::instance().parallel_for(M, [&](int64_t m) {
+  for_rows(M, H * k, [&](int64_t m) {
     std::vector<float> sum(static_cast<size_t>(H), 0.0f);
     for (int64_t j = 0; j < k; ++j) {
       const float w = config.apply_router_weight_on_input ? 1.0f : weights[m * k + j];
