@@ -25,8 +25,8 @@ class MoE {
 
   const MoEConfig& config() const { return config_; }
   std::string_view backend_name() const;
-  // How the backend was chosen: with "auto", the oracle's verdict on every backend; with a named
-  // backend, that name and no verdicts.
+  // How the backend was chosen: the oracle's verdict on every backend (a named backend is checked
+  // by the same rules and the others' verdicts say whether they would have run too).
   const Selection& selection() const { return selection_; }
 
   // hidden [M, H] (f32/f16/bf16), router_logits [M, E] (f32) -> out [M, H] (dtype of hidden).

@@ -31,16 +31,12 @@ void check_tensor(const TensorView& t, const char* what, Device device, int64_t 
   check(t.data() != nullptr || t.numel() == 0, "{} has no data", what);
 }
 
-// "auto": the oracle's choice for this layer on the device the MoE runs on (queried, not
-// assumed: the host CPU's real features, the real CUDA device).
+// The oracle decides for "auto" and checks a named backend, on the device the MoE runs on
+// (queried, not assumed: the host CPU's real features, the real CUDA device). A named backend
+// that fails a check is an error naming the check, never a silent fallback.
 Selection choose(const std::string& backend, const QuantizedExperts& experts,
                  const MoEConfig& config, Device device) {
-  if (backend != "auto") {
-    Selection named;
-    named.backend = backend;
-    return named;
-  }
-  return select(describe(experts, config), query_device(device));
+  return select(describe(experts, config), query_device(device), backend);
 }
 
 const Backend* resolve(const std::string& name) {

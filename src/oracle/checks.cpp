@@ -94,6 +94,10 @@ Reason check_scheme(const BackendDescriptor& b, const QuantScheme& s, int64_t K,
     return fmt::format("{}: group size {} is not supported (supports {})", what,
                        group_name(s.group_size), join(b.group_sizes, group_rule));
   }
+  if (b.group_fills_whole_bytes && s.group_size != kChannelwise && s.group_size * s.bits % 8 != 0) {
+    return fmt::format("{}: a group of {} {}-bit codes does not fill whole bytes", what,
+                       s.group_size, s.bits);
+  }
   if (s.act_order && !b.act_order) {
     return fmt::format(
         "{}: act-order (g_idx, GPTQ desc_act) is not supported; use a checkpoint quantized "
@@ -103,14 +107,17 @@ Reason check_scheme(const BackendDescriptor& b, const QuantScheme& s, int64_t K,
   return std::nullopt;
 }
 
+// The K that w2's groups divide: the whole K for an act-order shard that keeps full-K scales.
+int64_t w2_scale_k(const LayerDesc& l) { return l.w2_full_k > 0 ? l.w2_full_k : l.intermediate; }
+
 Reason check_weights(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
   if (l.w13_scheme == l.w2_scheme) {
     // Same scheme: report once, against the K that makes "dividing K" hardest to meet.
     if (Reason r = check_scheme(b, l.w13_scheme, l.hidden, "weights")) return r;
-    return check_scheme(b, l.w2_scheme, l.intermediate, "weights");
+    return check_scheme(b, l.w2_scheme, w2_scale_k(l), "weights");
   }
   if (Reason r = check_scheme(b, l.w13_scheme, l.hidden, "w13")) return r;
-  return check_scheme(b, l.w2_scheme, l.intermediate, "w2");
+  return check_scheme(b, l.w2_scheme, w2_scale_k(l), "w2");
 }
 
 Reason check_act_order_split(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {

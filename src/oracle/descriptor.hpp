@@ -34,9 +34,10 @@ struct BackendDescriptor {
   // Weights (checked for w13 and w2 separately)
   std::vector<int> int_bits;  // integer widths supported (empty: no integer weights)
   bool mxfp4 = false;
-  bool zero_points = false;      // asymmetric (explicit zero points)
-  std::vector<int> group_sizes;  // kChannelwise, kAnyGroupDividingK, or exact sizes
-  int group_multiple = 1;        // with kAnyGroupDividingK: groups must be multiples
+  bool zero_points = false;              // asymmetric (explicit zero points)
+  std::vector<int> group_sizes;          // kChannelwise, kAnyGroupDividingK, or exact sizes
+  int group_multiple = 1;                // with kAnyGroupDividingK: groups must be multiples
+  bool group_fills_whole_bytes = false;  // group size x bits must be a multiple of 8
   bool act_order = false;
   bool act_order_split_k = false;  // act-order w2 sharded on K with full-K scales (TP > 1)
 

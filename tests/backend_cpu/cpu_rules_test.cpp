@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "backend/cpu/isa.hpp"
 #include "backend/cpu/thread_pool.hpp"
 #include "backend_cpu/isa_scope.hpp"
@@ -16,6 +17,13 @@
 
 namespace qmoe {
 namespace {
+
+// MoE asks the oracle first, which refuses these layers by the descriptor's rules (tested in
+// tests/oracle); the backend's own prepare must refuse them too when called directly.
+void prepare_on_cpu(const QuantizedExperts& experts, const MoEConfig& config,
+                    Device device = Device{}) {
+  find_backend("cpu")->prepare(experts, config, device);
+}
 
 // Passes when f throws qmoe::Error and its message contains `part`.
 testing::AssertionResult throws_error_with(const std::function<void()>& f,
@@ -32,21 +40,21 @@ testing::AssertionResult throws_error_with(const std::function<void()>& f,
 TEST(CpuBackend, RejectsMxfp4) {
   test::MoECase c =
       test::make_case({.scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32}});
-  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, *c.experts, "cpu"); }, "int4/int8"));
+  EXPECT_TRUE(throws_error_with([&] { prepare_on_cpu(*c.experts, c.config); }, "int4/int8"));
 }
 
 TEST(CpuBackend, RejectsCudaDevice) {
   test::MoECase c = test::make_case({});
   EXPECT_TRUE(throws_error_with(
       [&] {
-        MoE(c.config, *c.experts, "cpu", Device{DeviceKind::cuda, 0});
+        prepare_on_cpu(*c.experts, c.config, Device{DeviceKind::cuda, 0});
       },
       "runs on the CPU"));
 }
 
 TEST(CpuBackend, RejectsOdd4BitGroup) {
   test::MoECase c = test::make_case({.H = 66, .I = 66, .scheme = QuantScheme{.group_size = 33}});
-  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, *c.experts, "cpu"); }, "odd"));
+  EXPECT_TRUE(throws_error_with([&] { prepare_on_cpu(*c.experts, c.config); }, "odd"));
 }
 
 TEST(CpuBackend, RejectsActOrderGroupsOfUnequalSize) {
@@ -99,7 +107,8 @@ TEST(CpuBackend, RejectsKSplitActOrderShard) {
       QuantizedWeight{w13.scheme, w13.E, w13.N, w13.K, w13.codes.clone(), w13.scales.clone(),
                       Buffer{}, w13.g_idx.clone(), Buffer{}},
       std::move(half));
-  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, shard, "cpu"); }, "K-split act-order shard"));
+  EXPECT_TRUE(
+      throws_error_with([&] { prepare_on_cpu(shard, c.config); }, "K-split act-order shard"));
 }
 
 TEST(CpuBackend, RejectsExpertIdOutOfRange) {

@@ -24,7 +24,7 @@ TEST(MoEAuto, ChoosesTheOraclesBackendForTheHostCpu) {
   EXPECT_NE(moe.backend_name(), "emulation");
 }
 
-TEST(MoEAuto, NamedBackendKeepsTheNameAndNoVerdicts) {
+TEST(MoEAuto, NamedBackendIsCheckedByTheOracle) {
   const test::MoECase c = test::make_case({.E = 4,
                                            .H = 64,
                                            .I = 32,
@@ -33,7 +33,10 @@ TEST(MoEAuto, NamedBackendKeepsTheNameAndNoVerdicts) {
                                            .scheme = QuantScheme{.bits = 8, .group_size = 32}});
   const MoE moe(c.config, *c.experts, "emulation");
   EXPECT_EQ(moe.selection().backend, "emulation");
-  EXPECT_TRUE(moe.selection().verdicts.empty());
+  EXPECT_EQ(moe.selection().verdicts.size(), known_backends().size());
+  // A named backend that cannot run the layer is the oracle's error, naming the failed check.
+  test::expect_error([&] { MoE(c.config, *c.experts, "cuda-mma"); },
+                     "backend 'cuda-mma' cannot run this layer");
 }
 
 TEST(MoEAuto, NoAutomaticBackendPointsAtEmulation) {

@@ -102,7 +102,7 @@ void run_demo(const DemoOptions& o) {
   const double error = sample::relative_error(out, c.reference);
   const double bound = error_bound(dtype);
   fmt::print("backend:        {} on {}\n", moe.backend_name(), to_string(device));
-  for (const Verdict& v : moe.selection().verdicts)  // only with --backend auto
+  for (const Verdict& v : moe.selection().verdicts)
     if (!v.chosen) fmt::print("  not {}: {}\n", v.backend, v.reason);
   fmt::print("relative error: {:.3e} (bound {:.1e}, vs float64 reference)\n", error, bound);
   fmt::print("time:           {:.1f} us per forward (median of {})\n", micros[micros.size() / 2],

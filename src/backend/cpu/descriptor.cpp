@@ -1,7 +1,7 @@
 // What the `cpu` backend runs (src/backend/cpu/): int4/int8 panels dequantized on the fly, AVX-512
 // or AVX2+FMA chosen at run time with a portable fallback, so x86-64 is the only requirement.
-// Group sizes: any divisor of K, even so that 4-bit codes of a group fill whole bytes (odd int8
-// groups are refused too: no checkpoint uses them). Act-order becomes a permutation of K at
+// Group sizes: any divisor of K whose codes fill whole bytes (even groups for int4, any group for
+// int8). Act-order becomes a permutation of K at
 // prepare, which needs groups of equal size, so a K-split act-order shard is not supported.
 #include "oracle/descriptor.hpp"
 
@@ -18,7 +18,7 @@ const BackendDescriptor& cpu_descriptor() {
     b.int_bits = {4, 8};
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
-    b.group_multiple = 2;
+    b.group_fills_whole_bytes = true;
     b.act_order = true;
     b.activations = all_activations();
     b.activation_dtypes = {DType::f32, DType::f16, DType::bf16};
