@@ -73,14 +73,16 @@ fi
 step configure "$out/build.log" 120 "$cmake" -S . -B "$build" -G Ninja \
   -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_BUILD_TYPE=Release -DQMOE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a-real}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || exit 1
-# Only what runs here: the benchmark and every test executable of a CUDA area.
-targets=(moe_bench $("$ninja" -C "$build" -t targets all 2>/dev/null |
+# Only what runs here: the benchmark, the qmoe tool and every test executable of a CUDA area.
+targets=(moe_bench qmoe_cli $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
 step build "$out/build.log" $(($(left) - 200)) "$cmake" --build "$build" --parallel "$nproc" \
   --target "${targets[@]}" || exit 1
 
 step ctest "$out/ctest.log" 150 ctest --test-dir "$build" -L cuda --output-on-failure \
   --parallel 4 --timeout 120
+# The user's first command on a GPU machine: the demo picks the GPU and the oracle's backend there.
+step demo "$out/ctest.log" 60 "$build/qmoe" demo
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # Small cases that still cross every kernel's block and warp boundaries (instrumented runs are
 # 10-100x slower).
