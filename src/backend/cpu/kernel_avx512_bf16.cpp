@@ -28,9 +28,10 @@ alignas(64) constexpr uint16_t kNibbleBf16[32] = {0x0000, 0x3f80, 0x4000, 0x4040
 // 16 bytes of 4-bit k-pairs -> lanes (bf16 low nibble, bf16 high nibble).
 __m512bh nibble_pairs(const uint8_t* p, __m512i table) {
   const __m512i v = widen(p);
-  // Index of the low 16 bits: v & 15; of the high 16 bits: (v >> 4) & 15, moved up by 16.
+  // Index of the low 16 bits: v & 15; of the high 16 bits: (v >> 4) & 15, moved up by 16. One
+  // vpternlogd computes (v | v << 12) & 0x000f000f (truth table 0xa8 = (A | B) & C).
   const __m512i index =
-      _mm512_and_si512(_mm512_or_si512(v, _mm512_slli_epi32(v, 12)), _mm512_set1_epi32(0x000f000f));
+      _mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), _mm512_set1_epi32(0x000f000f), 0xa8);
   return (__m512bh)_mm512_permutexvar_epi16(index, table);
 }
 
