@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the cpu backend's tests with AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off) in
-# build-sanitize/ and runs them for every SIMD variant this CPU has. Any report fails the run.
+# Builds the host-code test suites with AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off)
+# in build-sanitize/ and runs them: the cpu backend for every SIMD variant this CPU has, and the
+# reference path, checkpoint parsing (untrusted input), oracle and shard planner. Any report fails
+# the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -10,6 +13,12 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 # false -Wmaybe-uninitialized in the standard library (std::regex); the main build keeps -Werror.
 cmake -S . -B build-sanitize "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQMOE_CUDA=OFF \
   -DQMOE_WERROR=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags"
-cmake --build build-sanitize --target backend_cpu_tests --parallel "$(nproc)"
+suites=(backend_cpu_tests core_tests quant_tests reference_path_tests emulation_tests format_tests
+  oracle_tests shard_tests public_api_tests)
+cmake --build build-sanitize --target "${suites[@]}" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-build-sanitize/tests/backend_cpu/backend_cpu_tests
+for suite in "${suites[@]}"; do
+  binary=$(find build-sanitize/tests -type f -name "$suite" | head -1)
+  echo "== $suite (ASan + UBSan)"
+  (cd "$(dirname "$binary")" && "./$suite" --gtest_brief=1)
+done
