@@ -60,21 +60,9 @@ TEST(CpuBackend, RejectsOdd4BitGroup) {
 TEST(CpuBackend, RejectsActOrderGroupsOfUnequalSize) {
   test::MoECase c = test::make_case(
       {.H = 64, .I = 64, .scheme = QuantScheme{.group_size = 32, .act_order = true}});
-  const QuantizedWeight& from = c.experts->w13();
-  QuantizedWeight w13{from.scheme,
-                      from.E,
-                      from.N,
-                      from.K,
-                      from.codes.clone(),
-                      from.scales.clone(),
-                      Buffer{},
-                      from.g_idx.clone(),
-                      Buffer{}};
+  QuantizedWeight w13 = c.experts->w13().clone();
   w13.g_idx.data_as<int32_t>()[0] = 1 - w13.g_idx.data_as<int32_t>()[0];  // one channel moves
-  const QuantizedWeight& w2 = c.experts->w2();
-  const QuantizedExperts moved(
-      std::move(w13), QuantizedWeight{w2.scheme, w2.E, w2.N, w2.K, w2.codes.clone(),
-                                      w2.scales.clone(), Buffer{}, w2.g_idx.clone(), Buffer{}});
+  const QuantizedExperts moved(std::move(w13), c.experts->w2().clone());
   EXPECT_TRUE(throws_error_with([&] { MoE(c.config, moved, "cpu"); }, "exactly the group size"));
 }
 
@@ -102,11 +90,7 @@ TEST(CpuBackend, RejectsKSplitActOrderShard) {
     for (int64_t k = 0; k < 32; ++k)
       half.g_idx.data_as<int32_t>()[e * 32 + k] = from.g_idx.data_as<int32_t>()[e * 64 + k];
   }
-  const QuantizedWeight& w13 = c.experts->w13();
-  const QuantizedExperts shard(
-      QuantizedWeight{w13.scheme, w13.E, w13.N, w13.K, w13.codes.clone(), w13.scales.clone(),
-                      Buffer{}, w13.g_idx.clone(), Buffer{}},
-      std::move(half));
+  const QuantizedExperts shard(c.experts->w13().clone(), std::move(half));
   EXPECT_TRUE(
       throws_error_with([&] { prepare_on_cpu(shard, c.config); }, "K-split act-order shard"));
 }
