@@ -137,6 +137,22 @@ void for_each_f32_tile(const CpuExperts& x, const PackedMatrix& w, const Workspa
   for_each_tile(ws, e, x.kernel.max_tokens, run, epilogue);
 }
 
+template <class Epilogue>
+void for_each_bf16_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
+                        const uint16_t* const* inputs, const float* const* group_sums, int64_t e,
+                        int64_t q, Epilogue&& epilogue) {
+  const PanelTileBf16 base{w.panel(e, q), nullptr, nullptr, 0, nullptr};
+  auto run = [&](int64_t row, int tokens, float* tile) {
+    PanelTileBf16 t = base;
+    t.x = inputs + row;
+    t.group_sum = group_sums + row;
+    t.tokens = tokens;
+    t.out = tile;
+    x.kernel.run_bf16(w.format, t);
+  };
+  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
+}
+
 // GEMM1 reads bf16 activations directly when the kernel has a bf16 path, the input is bf16 and
 // no router weight has to be folded into it (that product would round).
 bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
@@ -247,16 +263,7 @@ void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, bool a
     }
   };
   if (!bf16) return for_each_f32_tile(x, x.w13, ws, ws.x_rows.data(), e, q, epilogue);
-  const PanelTileBf16 base{x.w13.panel(e, q), nullptr, nullptr, 0, nullptr};
-  auto run = [&](int64_t row, int tokens, float* tile) {
-    PanelTileBf16 t = base;
-    t.x = ws.x_rows_bf16.data() + row;
-    t.group_sum = ws.group_sum_rows.data() + row;
-    t.tokens = tokens;
-    t.out = tile;
-    x.kernel.run_bf16(x.w13.format, t);
-  };
-  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
+  for_each_bf16_tile(x, x.w13, ws, ws.x_rows_bf16.data(), ws.group_sum_rows.data(), e, q, epilogue);
 }
 
 // GEMM2 for panel q of expert e, plus bias, into the per-row outputs.
@@ -273,16 +280,8 @@ void gemm2_panel(const CpuExperts& x, bool bf16, Workspace& ws, const float* con
     }
   };
   if (!bf16) return for_each_f32_tile(x, x.w2, ws, inputs, e, q, epilogue);
-  const PanelTileBf16 base{x.w2.panel(e, q), nullptr, nullptr, 0, nullptr};
-  auto run = [&](int64_t row, int tokens, float* tile) {
-    PanelTileBf16 t = base;
-    t.x = ws.act_rows_bf16.data() + row;
-    t.group_sum = ws.act_group_sum_rows.data() + row;
-    t.tokens = tokens;
-    t.out = tile;
-    x.kernel.run_bf16(x.w2.format, t);
-  };
-  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
+  for_each_bf16_tile(x, x.w2, ws, ws.act_rows_bf16.data(), ws.act_group_sum_rows.data(), e, q,
+                     epilogue);
 }
 
 void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf16, bool act_bf16,
