@@ -21,6 +21,8 @@ enum class Activation : uint8_t {
 };
 
 bool is_gated(Activation a);
+// Every activation qmoe implements, in declaration order.
+const std::vector<Activation>& all_activations();
 std::string_view name(Activation a);
 // Accepts the names above plus common aliases ("gelu_pytorch_tanh", "swiglu"). Throws Error.
 Activation parse_activation(std::string_view s);

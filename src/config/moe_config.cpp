@@ -22,6 +22,15 @@ constexpr std::array<std::pair<Activation, std::string_view>, 9> kActivationName
 
 }  // namespace
 
+const std::vector<Activation>& all_activations() {
+  static const std::vector<Activation> all = [] {
+    std::vector<Activation> list;
+    for (const auto& entry : kActivationNames) list.push_back(entry.first);
+    return list;
+  }();
+  return all;
+}
+
 bool is_gated(Activation a) {
   return a == Activation::silu || a == Activation::gelu || a == Activation::gelu_tanh ||
          a == Activation::swigluoai || a == Activation::swigluoai_uninterleave;

@@ -11,16 +11,4 @@ const BackendDescriptor* find_descriptor(std::string_view name) {
   return it == all.end() ? nullptr : *it;
 }
 
-std::vector<Activation> all_activations() {
-  return {Activation::silu,
-          Activation::gelu,
-          Activation::gelu_tanh,
-          Activation::swigluoai,
-          Activation::swigluoai_uninterleave,
-          Activation::silu_no_mul,
-          Activation::gelu_no_mul,
-          Activation::gelu_tanh_no_mul,
-          Activation::relu2_no_mul};
-}
-
 }  // namespace qmoe

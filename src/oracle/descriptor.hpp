@@ -58,9 +58,6 @@ struct BackendDescriptor {
   int max_top_k = 0;        // 0 = no limit
 };
 
-// Every activation qmoe knows, for descriptors that implement them all.
-std::vector<Activation> all_activations();
-
 // Every backend's descriptor (the priority table's entries, src/oracle/priority.cpp), and one by
 // name (nullptr when unknown).
 const std::vector<const BackendDescriptor*>& all_descriptors();

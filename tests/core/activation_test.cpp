@@ -63,11 +63,7 @@ TEST_P(ActivationMatchesFormula, FloatAndDouble) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, ActivationMatchesFormula,
-                         testing::Values(Activation::silu, Activation::gelu, Activation::gelu_tanh,
-                                         Activation::swigluoai, Activation::swigluoai_uninterleave,
-                                         Activation::silu_no_mul, Activation::gelu_no_mul,
-                                         Activation::gelu_tanh_no_mul, Activation::relu2_no_mul),
+INSTANTIATE_TEST_SUITE_P(All, ActivationMatchesFormula, testing::ValuesIn(all_activations()),
                          [](const testing::TestParamInfo<Activation>& p) {
                            return std::string(name(p.param));
                          });

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "qmoe/config.hpp"
 #include "qmoe/error.hpp"
 #include "support/expect_error.hpp"
@@ -54,10 +56,17 @@ TEST(MoEConfig, RejectsEachInconsistency) {
 }
 
 TEST(Activation, NamesRoundTripAndAliasesParse) {
-  for (Activation a :
-       {Activation::silu, Activation::gelu, Activation::gelu_tanh, Activation::swigluoai,
-        Activation::swigluoai_uninterleave, Activation::silu_no_mul, Activation::gelu_no_mul,
-        Activation::gelu_tanh_no_mul, Activation::relu2_no_mul}) {
+  const std::vector<Activation> every = {Activation::silu,
+                                         Activation::gelu,
+                                         Activation::gelu_tanh,
+                                         Activation::swigluoai,
+                                         Activation::swigluoai_uninterleave,
+                                         Activation::silu_no_mul,
+                                         Activation::gelu_no_mul,
+                                         Activation::gelu_tanh_no_mul,
+                                         Activation::relu2_no_mul};
+  EXPECT_EQ(all_activations(), every);
+  for (Activation a : every) {
     EXPECT_EQ(parse_activation(name(a)), a);
     EXPECT_EQ(is_gated(a), name(a).find("no_mul") == std::string_view::npos);
   }

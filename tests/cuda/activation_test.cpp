@@ -11,16 +11,6 @@
 namespace qmoe::test {
 namespace {
 
-constexpr Activation kAll[] = {Activation::silu,
-                               Activation::gelu,
-                               Activation::gelu_tanh,
-                               Activation::swigluoai,
-                               Activation::swigluoai_uninterleave,
-                               Activation::silu_no_mul,
-                               Activation::gelu_no_mul,
-                               Activation::gelu_tanh_no_mul,
-                               Activation::relu2_no_mul};
-
 // rows x I outputs from rows x width inputs; rows have `pad` extra elements of stride, and the
 // kernel is told to stop at `limit` rows (rows past it must keep their poison).
 void run_case(Activation a, DType t, int64_t rows, int64_t I, int64_t pad, int64_t limit,
@@ -73,7 +63,7 @@ TEST(CudaActivation, EveryActivationMatchesTheReference) {
   struct Shape {
     int64_t rows, I, pad;
   };
-  for (Activation a : kAll)
+  for (Activation a : all_activations())
     for (DType t : {DType::bf16, DType::f16})
       for (const Shape s : {Shape{1, 1, 0}, Shape{3, 7, 1}, Shape{17, 64, 0}, Shape{9, 768, 8},
                             Shape{5, 2056, 0}, Shape{2, 14336, 0}, Shape{300, 96, 16}})
