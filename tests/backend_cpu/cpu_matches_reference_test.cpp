@@ -34,12 +34,7 @@ struct Scenario {
   CaseSpec spec;
 };
 
-QuantScheme scheme(int bits, int group, bool zp = false, bool act_order = false) {
-  return QuantScheme{.bits = bits,
-                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
-                     .group_size = group,
-                     .act_order = act_order};
-}
+using test::scheme;
 
 double bound_for(DType dtype) {
   const double f32_math = 1e-5;

@@ -33,12 +33,7 @@ using test::CaseSpec;
 
 constexpr Device kGpu{DeviceKind::cuda, 0};
 
-QuantScheme scheme(int bits, int group, bool zp = false, bool act_order = false) {
-  return QuantScheme{.bits = bits,
-                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
-                     .group_size = group,
-                     .act_order = act_order};
-}
+using test::scheme;
 
 double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
 

@@ -14,12 +14,7 @@
 namespace qmoe::cuda_mma {
 namespace {
 
-QuantScheme scheme(int bits, int group, bool zp, bool act_order) {
-  return QuantScheme{.bits = bits,
-                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
-                     .group_size = group,
-                     .act_order = act_order};
-}
+using test::scheme;
 
 // Input channel behind logical k of expert e (-1 = padding).
 int64_t channel_of(const PackedWeight& p, const QuantizedWeight& w, int64_t e, int64_t k) {

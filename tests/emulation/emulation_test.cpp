@@ -19,10 +19,7 @@ struct Scenario {
 };
 
 QuantScheme int4_g(int group, bool zp = false, bool act_order = false) {
-  return QuantScheme{.bits = 4,
-                     .zero_point = zp ? ZeroPoint::explicit_ : ZeroPoint::none,
-                     .group_size = group,
-                     .act_order = act_order};
+  return test::scheme(4, group, zp, act_order);
 }
 
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }

@@ -11,4 +11,12 @@ using sample::MoECase;
 using sample::random_weight;
 using sample::relative_error;
 
+// An integer scheme in one call: scheme(4, 128), scheme(8, kChannelwise, true), ...
+inline QuantScheme scheme(int bits, int group, bool zero_points = false, bool act_order = false) {
+  return QuantScheme{.bits = bits,
+                     .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = group,
+                     .act_order = act_order};
+}
+
 }  // namespace qmoe::test
