@@ -12,7 +12,6 @@ out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 start=$(date +%s)
 deadline=${DEADLINE_S:-560}
-build=build-gpu
 steps=()
 
 left() { echo $((deadline - ($(date +%s) - start))); }
@@ -35,16 +34,7 @@ step() {
   return $rc
 }
 
-# Tools: the first CMake of at least 3.25 among PATH and the Python environments' bin folders.
-for dir in "" /opt/torch/.venv/bin /opt/*/bin /opt/*/.venv/bin /usr/local/bin; do
-  cand=${dir:+$dir/}cmake
-  if command -v "$cand" >/dev/null 2>&1; then
-    v=$("$cand" --version | head -1 | awk '{print $3}')
-    if printf '3.25\n%s\n' "$v" | sort -V -C; then cmake=$cand; break; fi
-  fi
-done
-ninja=$(command -v ninja || ls /opt/torch/.venv/bin/ninja /opt/*/bin/ninja 2>/dev/null | head -1)
-nproc=$(nproc)
+. scripts/lib/gpu-build.sh
 {
   date -u
   nvidia-smi || true
@@ -70,9 +60,7 @@ if [ -z "${cmake:-}" ] || [ -z "${ninja:-}" ]; then
   exit 1
 fi
 
-step configure "$out/build.log" 120 "$cmake" -S . -B "$build" -G Ninja \
-  -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_BUILD_TYPE=Release -DQMOE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90a-real}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || exit 1
+step configure "$out/build.log" 120 "$cmake" "${configure_args[@]}" || exit 1
 # Only what runs here: the benchmark, the qmoe tool and every test executable of a CUDA area.
 targets=(moe_bench qmoe_cli $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))

@@ -8,24 +8,33 @@
 
 namespace qmoe::cuda_mma {
 
-// Weights are read once per forward: keep them out of L1 so activations stay there.
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+// Shared-memory addresses as the 32-bit offsets that cp.async and ld.shared take: computed once
+// per warp, so each copy or read costs no address conversion.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // 16 bytes global -> shared without registers or L1 (cp.async, sm_80+), and its group fences.
-__device__ __forceinline__ void copy_async16(void* dst_sh, const void* src_gl) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(dst_sh));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src_gl));
+__device__ __forceinline__ void copy_async16(uint32_t dst_sh, const void* src_gl) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst_sh), "l"(src_gl));
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int kPending>
 __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
+}
+
+__device__ __forceinline__ uint4 load_shared16(uint32_t src_sh) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(src_sh));
+  return v;
+}
+
+__device__ __forceinline__ void store_shared16(uint32_t dst_sh, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst_sh), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w));
 }
 
 __device__ __forceinline__ void prefetch_l1(const void* p) {

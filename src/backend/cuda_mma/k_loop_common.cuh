@@ -1,0 +1,92 @@
+#pragma once
+// Pieces shared by the two K loops of the expert GEMM (k_loop_staged.cuh, k_loop_general.cuh):
+// the warp's shared-memory ring, group scale/zero handling and the mma of one span.
+#include <cstdint>
+
+#include "backend/cuda_mma/layout.hpp"
+#include "backend/cuda_mma/mma_primitives.cuh"
+
+namespace qmoe::cuda_mma {
+
+// Chunks a warp multiplies per iteration: at most 1 KB of codes; at tiles of 16 or 64 rows the
+// registers go to accumulators and to the iteration's activations.
+template <int BITS, int BM>
+__host__ __device__ constexpr int chunks_per_iteration() {
+  return BM == 8 || BITS == 8 ? 2 : 1;
+}
+
+// A warp's private staging area in shared memory, filled by cp.async. Each lane copies and later
+// reads only its own 16-byte slots, so cp.async's per-thread completion is the only ordering
+// needed (no barrier). Codes run kCodeStages - 1 iterations ahead. At tiles of 8 and 16 rows the
+// activations are staged too, kActStages - 1 iterations ahead: loaded straight into registers
+// they were consumed ~20 instructions after their load and their L2 latency stalled the first
+// mma of every iteration (42% of all stall samples, bench/NOTES.md run 6).
+// Layout per lane: codes [kCodeStages][kChunksPerIter], then activations
+// [kActStages][kSpansPerIter][BM / 8], each a 16-byte slot of 32 lanes.
+template <int BITS, int BM>
+struct WarpRing {
+  static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
+  static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
+  static constexpr bool kStagesActivations = BM <= 16;
+  static constexpr int kCodeStages = BM <= 16 ? 6 : 4;
+  static constexpr int kActStages = kStagesActivations ? 3 : 1;
+  static constexpr int kSlotBytes = kLanes * 16;
+  static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;
+  static constexpr int kActStageBytes =
+      kStagesActivations ? kSpansPerIter * (BM / 8) * kSlotBytes : 0;
+  static constexpr int kBytes = kCodeStages * kCodeStageBytes + kActStages * kActStageBytes;
+};
+
+// A group's scale pair and zero pair as loaded, and as the dequantization uses them. Loads go
+// into Raw a group ahead; they are decoded only when their group starts, so no warp waits on a
+// scale load in the middle of its mma chain.
+struct RawGroup {
+  uint32_t scales, zeros;
+};
+
+struct GroupParams {
+  float2 scale;
+  ZeroOffsets zeros;
+};
+
+__device__ __forceinline__ RawGroup load_group(const uint32_t* scale_base,
+                                               const uint16_t* zero_base, int64_t at, int bits) {
+  const uint32_t mid = 1u << (bits - 1);
+  return {scale_base[at], zero_base ? uint32_t(zero_base[at]) : mid | mid << 8};
+}
+
+template <class T, int BITS>
+__device__ __forceinline__ GroupParams decode_group(RawGroup raw, bool bf16_scales) {
+  return {unpack_scales(raw.scales, bf16_scales),
+          zero_offsets<T, BITS>(raw.zeros & 0xff, raw.zeros >> 8)};
+}
+
+// The two mma steps of span s of one chunk (a lane's 16 bytes of codes) into part, per fragment
+// of 8 tokens.
+template <class T, int BITS, int kFrags>
+__device__ __forceinline__ void span_mma(const uint4& chunk, int s, const ZeroOffsets& zeros,
+                                         const uint32_t (&b)[kFrags][4], float (&part)[kFrags][4]) {
+  constexpr int kWordsPerStep = BITS == 4 ? 1 : 2;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(&chunk);
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+    uint32_t a[4];
+    Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, zeros, a);
+#pragma unroll
+    for (int f = 0; f < kFrags; ++f) MmaType<T>::mma(part[f], a, b[f][2 * jj], b[f][2 * jj + 1]);
+  }
+}
+
+// A finished group: its integer products, scaled in fp32 (rows g and g + 8), join the result.
+template <int kFrags>
+__device__ __forceinline__ void flush_group(float2 scale, float (&part)[kFrags][4],
+                                            float (&acc)[kFrags][4]) {
+#pragma unroll
+  for (int f = 0; f < kFrags; ++f) {
+    acc[f][0] += scale.x * part[f][0], acc[f][1] += scale.x * part[f][1];
+    acc[f][2] += scale.y * part[f][2], acc[f][3] += scale.y * part[f][3];
+    part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
+  }
+}
+
+}  // namespace qmoe::cuda_mma
