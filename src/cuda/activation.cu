@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "cuda/activation.hpp"
+#include "cuda/activation_math.cuh"
 #include "cuda/half_types.cuh"
 
 namespace qmoe {
@@ -8,47 +9,6 @@ namespace qmoe {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float gelu_erf(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-}
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float sqrt_2_over_pi = 0.79788456080286535588f;
-  return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
-}
-// gpt-oss / MiniMax clamped SwiGLU: gate clamped above only, up both ways.
-__device__ __forceinline__ float swiglu_clamped(float gate, float up, float alpha, float limit,
-                                                float beta) {
-  const float g = fminf(gate, limit);
-  const float u = fminf(fmaxf(up, -limit), limit);
-  return g / (1.0f + expf(-alpha * g)) * (u + beta);
-}
-
-template <Activation A>
-__device__ __forceinline__ float gated(float gate, float up, const ActivationParams& p) {
-  if constexpr (A == Activation::silu) return silu(gate) * up;
-  if constexpr (A == Activation::gelu) return gelu_erf(gate) * up;
-  if constexpr (A == Activation::gelu_tanh) return gelu_tanh(gate) * up;
-  if constexpr (A == Activation::swigluoai) return swiglu_clamped(gate, up, p.alpha, p.limit, 1.0f);
-  if constexpr (A == Activation::swigluoai_uninterleave)
-    return swiglu_clamped(gate, up, p.alpha, p.limit, p.beta);
-  return 0.0f;
-}
-
-template <Activation A>
-__device__ __forceinline__ float single(float x) {
-  if constexpr (A == Activation::silu_no_mul) return silu(x);
-  if constexpr (A == Activation::gelu_no_mul) return gelu_erf(x);
-  if constexpr (A == Activation::gelu_tanh_no_mul) return gelu_tanh(x);
-  if constexpr (A == Activation::relu2_no_mul) return x > 0.0f ? x * x : 0.0f;
-  return 0.0f;
-}
-
-__host__ __device__ constexpr bool gated_kind(Activation a) {
-  return a == Activation::silu || a == Activation::gelu || a == Activation::gelu_tanh ||
-         a == Activation::swigluoai || a == Activation::swigluoai_uninterleave;
-}
 
 // Block b covers row b / chunks, outputs [c*kThreads*N, (c+1)*kThreads*N) of it, N per thread.
 // Gated halves: gate = in[j], up = in[I + j]; swigluoai interleaves them: in[2j], in[2j + 1].

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "backend/cuda_mma/repack.hpp"
 #include "qmoe/error.hpp"
@@ -40,11 +42,19 @@ Place place(int bits, int64_t c, int lane, int j, int i) {
   return {reg % 2 == 0 ? g : g + 8, k_a + (reg >= 2 ? 2 : 0) + half};
 }
 
-void expect_layout_holds(const QuantizedWeight& w) {
-  const PackedWeight p = pack_weight(w, "w");
+// rows: the row order given to pack_weight (empty: the weight's own).
+void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows = {}) {
+  const PackedWeight p = pack_weight(w, "w", rows);
   const PackedWeightView& v = p.shape;
   const int bits = w.scheme.bits;
-  ASSERT_EQ(v.strips, (w.N + 15) / 16);
+  const int64_t packed_rows = rows.empty() ? w.N : int64_t(rows.size());
+  // The weight row behind packed row n, or -1.
+  auto source = [&](int64_t n) -> int64_t {
+    if (n >= packed_rows) return -1;
+    return rows.empty() ? n : rows[size_t(n)];
+  };
+  ASSERT_EQ(v.N, packed_rows);
+  ASSERT_EQ(v.strips, (packed_rows + 15) / 16);
   ASSERT_EQ(v.K_pad % chunk_k(bits), 0);
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t s = 0; s < v.strips; ++s)
@@ -58,9 +68,9 @@ void expect_layout_holds(const QuantizedWeight& w) {
                                   uint32_t(bytes[4 * j + 3]) << 24;
             for (int i = 0; i < (bits == 4 ? 8 : 4); ++i) {
               const Place at = place(bits, c, lane, j, i);
-              const int64_t n = s * 16 + at.row, ch = channel_of(p, w, e, at.k);
+              const int64_t n = source(s * 16 + at.row), ch = channel_of(p, w, e, at.k);
               const uint32_t got = bits == 4 ? word >> (4 * i) & 0xf : word >> (8 * i) & 0xff;
-              const uint32_t want = (n < w.N && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;
+              const uint32_t want = (n >= 0 && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;
               ASSERT_EQ(got, want) << "e " << e << " n " << n << " k " << at.k << " lane " << lane;
             }
           }
@@ -72,8 +82,8 @@ void expect_layout_holds(const QuantizedWeight& w) {
         for (int g = 0; g < 8; ++g) {
           const size_t at = size_t(((e * v.groups + grp) * v.strips + s) * 8 + g);
           for (int half = 0; half < 2; ++half) {
-            const int64_t n = s * 16 + g + 8 * half;
-            if (n >= w.N) continue;
+            const int64_t n = source(s * 16 + g + 8 * half);
+            if (n < 0) continue;
             const uint16_t bits16 = uint16_t(p.scale_pairs[at] >> (16 * half));
             const float scale = v.scales_bf16 ? to_float(bf16_t{bits16}) : to_float(half_t{bits16});
             const float want = w.scales.data_as<float>()[(e * w.N + n) * v.groups + grp];
@@ -86,6 +96,14 @@ void expect_layout_holds(const QuantizedWeight& w) {
             }
           }
         }
+  // Bias of every packed row: its weight row's, 0 for zero rows.
+  if (w.has_bias()) {
+    for (int64_t e = 0; e < w.E; ++e)
+      for (int64_t n = 0; n < packed_rows; ++n) {
+        const float want = source(n) < 0 ? 0.0f : w.bias.data_as<float>()[e * w.N + source(n)];
+        EXPECT_EQ(p.bias[size_t(e * packed_rows + n)], want) << "bias e " << e << " n " << n;
+      }
+  }
   // Act-order: each expert's logical order holds every channel once, group by group, and each
   // span's recorded group is the group of its channels.
   if (w.scheme.act_order) {
@@ -129,6 +147,24 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"int8_channelwise_asym_odd_k", 8, kChannelwise, true, false, 20, 70},
                     Case{"int8_act_order_g32", 8, 32, false, true, 16, 96}),
     [](const testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+// GEMM1's fused gated activation needs gate and up rows of the same outputs in one strip.
+TEST(CudaMmaLayoutRules, GatedRowOrderPairsGateAndUpRowsInOneStrip) {
+  const std::vector<int64_t> halves = gated_row_order(10, false);
+  const std::vector<int64_t> want_halves = {0,  1,  2,  3,  4,  5,  6,  7,  10, 11, 12,
+                                            13, 14, 15, 16, 17, 8,  9,  -1, -1, -1, -1,
+                                            -1, -1, 18, 19, -1, -1, -1, -1, -1, -1};
+  EXPECT_EQ(halves, want_halves);
+  const std::vector<int64_t> interleaved = gated_row_order(3, true);
+  const std::vector<int64_t> want_interleaved = {0, 2, 4, -1, -1, -1, -1, -1,
+                                                 1, 3, 5, -1, -1, -1, -1, -1};
+  EXPECT_EQ(interleaved, want_interleaved);
+  std::mt19937_64 rng(9);
+  expect_layout_holds(test::random_weight(3, 20, 96, scheme(4, 32, true, false), true, rng),
+                      halves);
+  expect_layout_holds(test::random_weight(2, 6, 64, scheme(8, 64, false, false), true, rng),
+                      interleaved);
+}
 
 TEST(CudaMmaLayoutRules, RejectsWhatTheLayoutCannotHold) {
   std::mt19937_64 rng(3);

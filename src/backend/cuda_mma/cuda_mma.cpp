@@ -7,7 +7,6 @@
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
 #include "core/check.hpp"
-#include "cuda/activation.hpp"
 #include "cuda/align.hpp"
 #include "cuda/combine.hpp"
 #include "cuda/cuda_check.hpp"
@@ -72,12 +71,19 @@ struct Workspace {
   int64_t tokens = 0;
   DeviceBuffer topk_weights, topk_ids;  // forward's own routing
   DeviceBuffer sorted_pair_ids, tile_experts, expert_offsets, padded_total, pair_rows, scratch;
-  DeviceBuffer gemm1_out, activated, gemm2_out;  // 16-bit rows in sorted order
+  DeviceBuffer activated, gemm2_out;  // 16-bit rows in sorted order
 };
+
+// GEMM1 applies the activation in its epilogue; for the gated kinds that needs each output's
+// gate and up rows in one strip.
+std::vector<int64_t> w13_row_order(const MoEConfig& config, int64_t I) {
+  if (!is_gated(config.activation)) return {};
+  return cuda_mma::gated_row_order(I, config.activation == Activation::swigluoai);
+}
 
 struct CudaMmaExperts final : PreparedExperts {
   int device = 0;
-  int64_t E = 0, H = 0, I = 0, w13_rows = 0;
+  int64_t E = 0, H = 0, I = 0;
   int top_k = 1;
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
@@ -88,9 +94,9 @@ struct CudaMmaExperts final : PreparedExperts {
         E(experts.num_experts()),
         H(experts.hidden()),
         I(experts.intermediate()),
-        w13_rows(experts.w13().N),
         top_k(config.top_k()),
-        w13(cuda_mma::pack_weight(experts.w13(), "w13")),
+        w13(cuda_mma::pack_weight(experts.w13(), "w13",
+                                  w13_row_order(config, experts.intermediate()))),
         w2(cuda_mma::pack_weight(experts.w2(), "w2")),
         correction_bias(upload(config.routing.correction_bias)) {}
 
@@ -115,12 +121,11 @@ struct CudaMmaExperts final : PreparedExperts {
     w.padded_total = DeviceBuffer(sizeof(int32_t));
     w.pair_rows = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
     w.scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
-    w.gemm1_out = DeviceBuffer(size_t(rows * w13_rows) * 2);
     w.activated = DeviceBuffer(size_t(rows * I) * 2);
     w.gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
     // Rows past a tile's last pair are computed but never read; clear them once so that no
     // kernel ever reads memory nothing wrote.
-    for (DeviceBuffer* b : {&w.gemm1_out, &w.activated, &w.gemm2_out})
+    for (DeviceBuffer* b : {&w.activated, &w.gemm2_out})
       QMOE_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
     ws = std::move(w);
   }
@@ -224,15 +229,15 @@ class CudaMmaBackend final : public Backend {
     g1.max_tiles = sizes.max_tiles;
     g1.topk_weights =
         config.apply_router_weight_on_input ? batch.topk_weights.data_as<const float>() : nullptr;
-    g1.out = ws.gemm1_out.data();
-    g1.out_stride = p.w13_rows;
+    g1.out = ws.activated.data();
+    g1.out_stride = p.I;
+    g1.fuse_activation = true;
+    g1.activation = config.activation;
+    g1.activation_params = config.activation_params;
+    g1.act_cols = p.I;
     const GemmPlan plan1 =
         cuda_mma::plan_gemm(g1.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));
-
-    QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
-                                    ws.gemm1_out.data(), p.w13_rows, ws.activated.data(), p.I,
-                                    sizes.max_padded_rows, p.I, aligned.padded_total, stream));
 
     GemmProblem g2 = g1;
     g2.w = p.w2.view;
@@ -240,6 +245,7 @@ class CudaMmaBackend final : public Backend {
     g2.a_stride = p.I;
     g2.a_rows_are_tokens = false;
     g2.topk_weights = nullptr;
+    g2.fuse_activation = false;
     g2.out = ws.gemm2_out.data();
     g2.out_stride = p.H;
     const GemmPlan plan2 =

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda_mma/layout.hpp"
+#include "qmoe/config.hpp"
 #include "qmoe/dtype.hpp"
 
 namespace qmoe::cuda_mma {
@@ -33,6 +34,12 @@ struct GemmProblem {
   const float* topk_weights = nullptr;
   void* out = nullptr;
   int64_t out_stride = 0;
+  // Optional (GEMM1): apply the activation in the epilogue and write its act_cols outputs per
+  // row instead of the raw N. Gated kinds need the weight packed in gated_row_order (repack.hpp).
+  bool fuse_activation = false;
+  Activation activation = Activation::silu;
+  ActivationParams activation_params;
+  int64_t act_cols = 0;
 };
 
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.

@@ -15,6 +15,7 @@
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
+#include "cuda/activation_math.cuh"
 
 namespace qmoe::cuda_mma {
 
@@ -116,19 +117,42 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
     __syncthreads();
 
     T* out = static_cast<T*>(p.out);
-    for (int i = threadIdx.x; i < tile_n * BM; i += kThreads) {
-      const int n_local = i & (tile_n - 1), tok = i >> tile_n_log2;
-      const int64_t n = int64_t(n_tile) * tile_n + n_local;
-      const int r = tile * BM + tok;
-      const int32_t pair = p.sorted_pair_ids[r];
-      if (n >= w.N || pair >= p.num_pairs || e < 0) continue;
+    // Packed row n_local of this N tile for token row tok, finished: the warps_k partial sums
+    // in a fixed order, then router weight and bias.
+    auto finished = [&](int n_local, int tok, int32_t pair) {
       const int first_warp = (n_local / kStripRows) * warps_k, row = n_local % kStripRows;
       float v = 0.f;
       for (int kwi = 0; kwi < warps_k; ++kwi)
         v += red_sh[((first_warp + kwi) * BM + tok) * kRedStride + row];
       if (p.topk_weights) v *= p.topk_weights[pair];
-      if (w.bias) v += w.bias[int64_t(e) * w.N + n];
-      out[int64_t(r) * p.out_stride + n] = MmaType<T>::from_float(v);
+      if (w.bias) v += w.bias[int64_t(e) * w.N + int64_t(n_tile) * tile_n + n_local];
+      return v;
+    };
+    if (p.fuse_activation && gated_kind(p.activation)) {
+      // Each strip: rows 0-7 are the gate rows and rows 8-15 the up rows of 8 outputs.
+      const int outputs = tile_n / 2;
+      for (int i = threadIdx.x; i < outputs * BM; i += kThreads) {
+        const int o_local = i % outputs, tok = i / outputs;
+        const int n_local = (o_local / 8) * kStripRows + o_local % 8;
+        const int64_t o = int64_t(n_tile) * outputs + o_local;
+        const int r = tile * BM + tok;
+        const int32_t pair = p.sorted_pair_ids[r];
+        if (o >= p.act_cols || pair >= p.num_pairs || e < 0) continue;
+        const float gate = finished(n_local, tok, pair), up = finished(n_local + 8, tok, pair);
+        out[int64_t(r) * p.out_stride + o] =
+            MmaType<T>::from_float(apply_gated(p.activation, gate, up, p.activation_params));
+      }
+    } else {
+      for (int i = threadIdx.x; i < tile_n * BM; i += kThreads) {
+        const int n_local = i & (tile_n - 1), tok = i >> tile_n_log2;
+        const int64_t n = int64_t(n_tile) * tile_n + n_local;
+        const int r = tile * BM + tok;
+        const int32_t pair = p.sorted_pair_ids[r];
+        if (n >= w.N || pair >= p.num_pairs || e < 0) continue;
+        float v = finished(n_local, tok, pair);
+        if (p.fuse_activation) v = apply_single(p.activation, v);
+        out[int64_t(r) * p.out_stride + n] = MmaType<T>::from_float(v);
+      }
     }
   }
 }

@@ -60,7 +60,21 @@ uint16_t scale_bits(float s, bool bf16) { return bf16 ? to_bf16(s).bits : to_hal
 
 }  // namespace
 
-PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
+std::vector<int64_t> gated_row_order(int64_t I, bool interleaved) {
+  const int64_t strips = (I + 7) / 8;
+  std::vector<int64_t> order(size_t(strips * kStripRows), -1);
+  for (int64_t s = 0; s < strips; ++s)
+    for (int r = 0; r < 8; ++r) {
+      const int64_t j = s * 8 + r;
+      if (j >= I) continue;
+      order[size_t(s * kStripRows + r)] = interleaved ? 2 * j : j;
+      order[size_t(s * kStripRows + 8 + r)] = interleaved ? 2 * j + 1 : I + j;
+    }
+  return order;
+}
+
+PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
+                         std::span<const int64_t> row_source) {
   const QuantScheme& scheme = w.scheme;
   check(scheme.kind == WeightKind::integer, "{}: cuda-mma runs integer weights (int4/int8), not {}",
         what, to_string(scheme));
@@ -73,10 +87,19 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
         "{}: a K-split shard (K_full {}) without act-order is not a cuda-mma layout", what,
         w.K_full);
 
+  for (const int64_t n : row_source)
+    check(n >= -1 && n < w.N, "{}: row order names row {} of {}", what, n, w.N);
+  const int64_t packed_rows = row_source.empty() ? w.N : int64_t(row_source.size());
+  // The weight row behind packed row n, or -1.
+  auto source = [&](int64_t n) -> int64_t {
+    if (n >= packed_rows) return -1;
+    return row_source.empty() ? n : row_source[size_t(n)];
+  };
+
   PackedWeight p;
   PackedWeightView& v = p.shape;
   v.bits = scheme.bits;
-  v.N = w.N;
+  v.N = packed_rows;
   v.K = w.K;
   v.groups = w.groups();
   v.scales_bf16 = choose_bf16_scales(w);
@@ -95,7 +118,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
   }
   v.K_pad = round_up(k_logical, ck);
   v.chunks = v.K_pad / ck;
-  v.strips = (w.N + kStripRows - 1) / kStripRows;
+  v.strips = (packed_rows + kStripRows - 1) / kStripRows;
   v.spans_per_group =
       scheme.group_size == kChannelwise ? v.K_pad / kSpanK : scheme.group_size / kSpanK;
   if (scheme.act_order) {
@@ -112,8 +135,9 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
   const uint8_t* codes = w.codes.data_as<uint8_t>();
   const int64_t row_bytes = w.code_bytes_per_row();
   // Code of (e, row, logical k); padding rows and channels read 0 (their activations are 0).
-  auto code_at = [&](int64_t e, int64_t n, int64_t k) -> uint32_t {
-    if (n >= w.N) return 0;
+  auto code_at = [&](int64_t e, int64_t packed_n, int64_t k) -> uint32_t {
+    const int64_t n = source(packed_n);
+    if (n < 0) return 0;
     const int64_t c = scheme.act_order ? p.k_source[size_t(e * v.K_pad + k)] : (k < w.K ? k : -1);
     if (c < 0) return 0;
     const uint8_t* row = codes + (e * w.N + n) * row_bytes;
@@ -180,15 +204,15 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
     for (int64_t grp = 0; grp < G; ++grp)
       for (int64_t s = 0; s < v.strips; ++s)
         for (int g = 0; g < 8; ++g) {
-          const int64_t n_lo = s * kStripRows + g, n_hi = n_lo + 8;
+          const int64_t n_lo = source(s * kStripRows + g), n_hi = source(s * kStripRows + g + 8);
           const size_t at = size_t(((e * G + grp) * v.strips + s) * 8 + g);
           uint32_t pair = 0;
           uint16_t zpair = 0;
-          if (n_lo < w.N) {
+          if (n_lo >= 0) {
             pair |= scale_bits(scales[(e * w.N + n_lo) * G + grp], v.scales_bf16);
             if (zeros) zpair |= zeros[(e * w.N + n_lo) * G + grp];
           }
-          if (n_hi < w.N) {
+          if (n_hi >= 0) {
             pair |= uint32_t(scale_bits(scales[(e * w.N + n_hi) * G + grp], v.scales_bf16)) << 16;
             if (zeros) zpair |= uint16_t(zeros[(e * w.N + n_hi) * G + grp] << 8);
           }
@@ -197,7 +221,11 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what) {
         }
   if (w.has_bias()) {
     const float* b = w.bias.data_as<float>();
-    p.bias.assign(b, b + w.E * w.N);
+    p.bias.assign(size_t(w.E * packed_rows), 0.0f);
+    for (int64_t e = 0; e < w.E; ++e)
+      for (int64_t n = 0; n < packed_rows; ++n)
+        if (const int64_t src = source(n); src >= 0)
+          p.bias[size_t(e * packed_rows + n)] = b[e * w.N + src];
   }
   return p;
 }
