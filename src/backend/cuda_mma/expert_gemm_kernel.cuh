@@ -3,13 +3,16 @@
 //
 // Persistent CTAs of 8 warps walk the flat list of work items (tile of sorted rows, N tile).
 // A work item is `strips_per_cta` strips of 16 weight rows; its 8 warps are strips_per_cta
-// strips x warps_k K slices. Each warp streams its strip's codes for its K slice straight from
-// global memory into registers (16-byte loads, one per lane per chunk, next chunks in flight
-// while the current ones are multiplied), dequantizes in registers and runs mma.m16n8k16 with
-// the 16 weight rows as A and 8 tokens per fragment as B. Per group, products accumulate in a
-// separate fp32 fragment that is scaled once (fp32) into the result, so the codes enter the mma
-// as exact integers. The warps_k partial results meet in shared memory and are summed in a fixed
-// order (deterministic), then the epilogue applies router weight and bias and stores T.
+// strips x warps_k K slices. Each warp streams its strip's codes for its K slice through its own
+// cp.async ring in shared memory (k_loop_common.cuh), dequantizes in registers and runs
+// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Tiles of 8 and 16
+// rows without act-order (decode) take k_loop_staged.cuh, whose activations come through the ring
+// too; act-order, unaligned rows and 64-row tiles take k_loop_general.cuh. Per group, products
+// accumulate in a separate fp32 fragment that is scaled once (fp32) into the result, so the
+// codes enter the mma as exact integers. The warps_k partial results meet in shared memory and
+// are summed in a fixed order (deterministic); the epilogue applies router weight and bias and,
+// for GEMM1, the activation (gate and up rows share a strip, repack.hpp's gated_row_order), then
+// stores T.
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda_mma/expert_gemm.hpp"

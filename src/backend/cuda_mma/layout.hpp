@@ -10,7 +10,9 @@
 //   k16 step   one mma: 16 k.
 //   span       32 k = 2 steps. Group sizes are multiples of 32, so a span lies in one group.
 //   chunk      what one lane loads with ONE 16-byte load: 64 k of int4 (2 spans) or 32 k of int8.
-// Along N: a strip is 16 weight rows (the mma's M), n0 = 16 * strip.
+// Along N: a strip is 16 weight rows (the mma's M), n0 = 16 * strip. Packed rows follow the
+// weight's rows unless pack_weight is given a row order (w13 of gated activations: 8 gate rows
+// then their 8 up rows per strip, so GEMM1's epilogue can apply the activation).
 //
 // Inside a span the k order is permuted so that lane (g = lane / 4, t = lane % 4) needs 8
 // CONSECUTIVE activations for both of its steps (one 16-byte load per token):
