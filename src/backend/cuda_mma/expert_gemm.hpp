@@ -60,7 +60,8 @@ int choose_tile_rows(int64_t M, int top_k, int64_t E);
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
 
-// One launch; dtype bf16 or f16 (one instantiation unit each).
+// One launch; dtype bf16 or f16 (one instantiation unit each). `plan` comes from plan_gemm on
+// the current device, which also opted the kernel into its shared memory there.
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,
                                cudaStream_t stream);
 

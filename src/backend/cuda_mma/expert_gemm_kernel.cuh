@@ -166,7 +166,9 @@ constexpr size_t expert_gemm_shared_bytes() {
          size_t(kWarps) * BM * kRedStride * sizeof(float);
 }
 
-// Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device.
+// Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done
+// when plan_gemm first asks how many CTAs fit (resident_ctas caches that per device), so the
+// launch itself does not repeat a driver call per forward.
 template <class T, int BITS, int BM>
 cudaError_t allow_shared_bytes() {
   return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM>,
@@ -191,8 +193,6 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 64)
     return cudaErrorInvalidValue;
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
-    if (const cudaError_t status = allow_shared_bytes<T, BITS, BM>(); status != cudaSuccess)
-      return status;
     expert_gemm_kernel<T, BITS, BM>
         <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(), stream>>>(
             p, plan.strips_per_cta, plan.warps_k);
