@@ -29,10 +29,7 @@ namespace {
 
 using test::CaseSpec;
 
-struct Scenario {
-  const char* name;
-  CaseSpec spec;
-};
+using test::Scenario;
 
 using test::scheme;
 

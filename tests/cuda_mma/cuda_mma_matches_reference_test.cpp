@@ -68,11 +68,7 @@ class CudaMma : public testing::Test {
   }
 };
 
-struct Scenario {
-  const char* name;
-  CaseSpec spec;
-};
-void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
+using test::Scenario;
 
 class CudaMmaMatchesReference : public CudaMma, public testing::WithParamInterface<Scenario> {};
 

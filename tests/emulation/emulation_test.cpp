@@ -13,16 +13,11 @@ namespace {
 
 using test::CaseSpec;
 
-struct Scenario {
-  const char* name;
-  CaseSpec spec;
-};
+using test::Scenario;
 
 QuantScheme int4_g(int group, bool zp = false, bool act_order = false) {
   return test::scheme(4, group, zp, act_order);
 }
-
-void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 class EmulationMatchesReference : public testing::TestWithParam<Scenario> {};
 

@@ -1,5 +1,7 @@
 #pragma once
 // Tests use the library's random MoE cases (src/sample/random_moe.hpp) under qmoe::test.
+#include <ostream>
+
 #include "sample/random_moe.hpp"
 
 namespace qmoe::test {
@@ -18,5 +20,12 @@ inline QuantScheme scheme(int bits, int group, bool zero_points = false, bool ac
                      .group_size = group,
                      .act_order = act_order};
 }
+
+// One named case of a parameterized backend test; the name is what gtest prints.
+struct Scenario {
+  const char* name;
+  CaseSpec spec;
+};
+inline void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 }  // namespace qmoe::test
