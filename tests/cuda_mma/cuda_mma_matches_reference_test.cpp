@@ -15,7 +15,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -391,11 +393,11 @@ TEST_F(CudaMma, ForwardIsGraphCapturable) {
   const Backend* backend = find_backend("cuda-mma");
   ASSERT_NE(backend, nullptr);
   auto prepared = backend->prepare(*c.experts, c.config, kGpu);
-  reserve_cuda_mma_tokens(*prepared, spec.M);
   OnDevice hidden(c.hidden), logits(c.router_logits);
   OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  reserve_cuda_mma_tokens(*prepared, spec.M, stream);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
@@ -409,6 +411,54 @@ TEST_F(CudaMma, ForwardIsGraphCapturable) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// Two host threads, each with its own stream and batch, run forwards on the same prepared
+// experts at the same time: every stream has its own workspace, so each result matches its own
+// reference, every time.
+TEST_F(CudaMma, ConcurrentForwardsOnTwoStreams) {
+  test::MoECase c[2] = {test::make_case({.E = 60,
+                                         .H = 256,
+                                         .I = 128,
+                                         .M = 9,
+                                         .top_k = 6,
+                                         .scheme = scheme(4, 128),
+                                         .act_dtype = DType::bf16,
+                                         .seed = 21}),
+                        test::make_case({.E = 60,
+                                         .H = 256,
+                                         .I = 128,
+                                         .M = 40,
+                                         .top_k = 6,
+                                         .scheme = scheme(4, 128),
+                                         .act_dtype = DType::bf16,
+                                         .seed = 21})};
+  // Same weights (same seed and shape), different batches.
+  const Backend* backend = find_backend("cuda-mma");
+  ASSERT_NE(backend, nullptr);
+  auto prepared = backend->prepare(*c[0].experts, c[0].config, kGpu);
+  double error[2] = {1.0, 1.0};
+  auto worker = [&](int i) {
+    cudaStream_t stream = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    const int64_t M = c[i].hidden.dim(0);
+    OnDevice hidden(c[i].hidden), logits(c[i].router_logits);
+    double worst = 0.0;
+    for (int round = 0; round < 20; ++round) {
+      OnDevice out = poisoned_output(DType::bf16, M, 256);
+      backend->forward(*prepared, c[i].config, hidden.view, logits.view, out.view, stream);
+      cudaStreamSynchronize(stream);
+      worst =
+          std::max(worst, test::relative_error(download(out, DType::bf16, M, 256), c[i].reference));
+    }
+    cudaStreamDestroy(stream);
+    error[i] = worst;
+  };
+  std::thread first(worker, 0), second(worker, 1);
+  first.join();
+  second.join();
+  EXPECT_LT(error[0], bound_for(DType::bf16));
+  EXPECT_LT(error[1], bound_for(DType::bf16));
 }
 
 TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {

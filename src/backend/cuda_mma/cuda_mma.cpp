@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
@@ -87,7 +90,10 @@ struct CudaMmaExperts final : PreparedExperts {
   int top_k = 1;
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
-  mutable Workspace ws;
+  // One workspace per stream: forwards on different streams (or host threads) never share
+  // scratch memory; forwards on one stream are ordered by it. Grows, never shrinks.
+  mutable std::mutex workspaces_mutex;
+  mutable std::map<cudaStream_t, std::unique_ptr<Workspace>> workspaces;
 
   CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
       : device(device_index),
@@ -100,8 +106,17 @@ struct CudaMmaExperts final : PreparedExperts {
         w2(cuda_mma::pack_weight(experts.w2(), "w2")),
         correction_bias(upload(config.routing.correction_bias)) {}
 
-  void reserve(int64_t tokens) const {
-    if (tokens <= ws.tokens) return;
+  // The workspace of `stream`, able to hold `tokens` tokens; allocates only when it must grow
+  // (so not during graph capture once reserved). Host threads must not enqueue on one stream
+  // at the same time while it grows.
+  Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
+    const std::lock_guard lock(workspaces_mutex);
+    std::unique_ptr<Workspace>& slot = workspaces[stream];
+    if (!slot || slot->tokens < tokens) slot = make_workspace(tokens, stream);
+    return *slot;
+  }
+
+  std::unique_ptr<Workspace> make_workspace(int64_t tokens, cudaStream_t stream) const {
     const int64_t pairs = tokens * top_k;
     int64_t rows = 0, tiles = 0;
     size_t scratch = 0;
@@ -111,23 +126,23 @@ struct CudaMmaExperts final : PreparedExperts {
       tiles = std::max(tiles, s.max_tiles);
       scratch = std::max(scratch, s.workspace_bytes);
     }
-    Workspace w;
-    w.tokens = tokens;
-    w.topk_weights = DeviceBuffer(size_t(pairs) * sizeof(float));
-    w.topk_ids = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
-    w.sorted_pair_ids = DeviceBuffer(size_t(rows) * sizeof(int32_t));
-    w.tile_experts = DeviceBuffer(size_t(tiles) * sizeof(int32_t));
-    w.expert_offsets = DeviceBuffer(size_t(E + 1) * sizeof(int32_t));
-    w.padded_total = DeviceBuffer(sizeof(int32_t));
-    w.pair_rows = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
-    w.scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
-    w.activated = DeviceBuffer(size_t(rows * I) * 2);
-    w.gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
-    // Rows past a tile's last pair are computed but never read; clear them once so that no
-    // kernel ever reads memory nothing wrote.
-    for (DeviceBuffer* b : {&w.activated, &w.gemm2_out})
-      QMOE_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
-    ws = std::move(w);
+    auto w = std::make_unique<Workspace>();
+    w->tokens = tokens;
+    w->topk_weights = DeviceBuffer(size_t(pairs) * sizeof(float));
+    w->topk_ids = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
+    w->sorted_pair_ids = DeviceBuffer(size_t(rows) * sizeof(int32_t));
+    w->tile_experts = DeviceBuffer(size_t(tiles) * sizeof(int32_t));
+    w->expert_offsets = DeviceBuffer(size_t(E + 1) * sizeof(int32_t));
+    w->padded_total = DeviceBuffer(sizeof(int32_t));
+    w->pair_rows = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
+    w->scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
+    w->activated = DeviceBuffer(size_t(rows * I) * 2);
+    w->gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
+    // Rows past a tile's last pair are computed but never read; clear them once, in the order
+    // of the stream that will use them, so that no kernel ever reads memory nothing wrote.
+    for (DeviceBuffer* b : {&w->activated, &w->gemm2_out})
+      QMOE_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream));
+    return w;
   }
 };
 
@@ -149,7 +164,7 @@ class CudaMmaBackend final : public Backend {
           "cuda-mma: apply_router_weight_on_input needs top_k 1, got {}", config.top_k());
     DeviceScope scope(device.index);
     auto prepared = std::make_unique<CudaMmaExperts>(experts, config, device.index);
-    prepared->reserve(kInitialTokens);
+    prepared->workspace(nullptr, kInitialTokens);
     return prepared;
   }
 
@@ -169,8 +184,8 @@ class CudaMmaBackend final : public Backend {
           qmoe::name(dtype), qmoe::name(batch.out.dtype()));
     check(batch.topk_ids.dim(1) == p.top_k, "cuda-mma: prepared for top-{}, got topk_ids {}",
           p.top_k, batch.topk_ids.describe());
-    p.reserve(batch.hidden.dim(0));
-    run_experts(p, config, batch, static_cast<cudaStream_t>(batch.stream));
+    const auto stream = static_cast<cudaStream_t>(batch.stream);
+    run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
   }
 
   void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
@@ -179,14 +194,13 @@ class CudaMmaBackend final : public Backend {
     DeviceScope scope(p.device);
     check_on_device(router_logits, "router_logits", p.device);
     const int64_t M = hidden.dim(0);
-    p.reserve(M);
+    const Workspace& ws = p.workspace(static_cast<cudaStream_t>(stream), M);
     const RoutingParams params = routing_params(
         config.routing, p.correction_bias.empty() ? nullptr : p.correction_bias.as<float>());
-    route_on_device(config, params, router_logits, p.ws.topk_weights.as<float>(),
-                    p.ws.topk_ids.as<int32_t>(), static_cast<cudaStream_t>(stream));
-    TensorView weights(p.ws.topk_weights.data(), DType::f32, {M, int64_t(p.top_k)},
-                       hidden.device());
-    TensorView ids(p.ws.topk_ids.data(), DType::i32, {M, int64_t(p.top_k)}, hidden.device());
+    route_on_device(config, params, router_logits, ws.topk_weights.as<float>(),
+                    ws.topk_ids.as<int32_t>(), static_cast<cudaStream_t>(stream));
+    TensorView weights(ws.topk_weights.data(), DType::f32, {M, int64_t(p.top_k)}, hidden.device());
+    TensorView ids(ws.topk_ids.data(), DType::i32, {M, int64_t(p.top_k)}, hidden.device());
     run(prepared, config, RoutedBatch{hidden, weights, ids, out, stream});
   }
 
@@ -199,11 +213,10 @@ class CudaMmaBackend final : public Backend {
                                     logits.dim(0), logits.dim(1), weights, ids, stream));
   }
 
-  static void run_experts(const CudaMmaExperts& p, const MoEConfig& config,
+  static void run_experts(const CudaMmaExperts& p, const Workspace& ws, const MoEConfig& config,
                           const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
-    const Workspace& ws = p.ws;
     const int tile_rows = cuda_mma::choose_tile_rows(M, p.top_k, p.E);
     const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
     AlignOutputs aligned;
@@ -266,11 +279,11 @@ const Backend& cuda_mma_backend() {
   return backend;
 }
 
-void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens) {
+void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens, void* stream) {
   const auto* p = dynamic_cast<const CudaMmaExperts*>(&prepared);
   check(p != nullptr, "reserve_cuda_mma_tokens: these experts were not prepared by cuda-mma");
   DeviceScope scope(p->device);
-  p->reserve(max_tokens);
+  p->workspace(static_cast<cudaStream_t>(stream), max_tokens);
 }
 
 }  // namespace qmoe
