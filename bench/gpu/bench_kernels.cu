@@ -40,50 +40,48 @@ __global__ void fill_f32_kernel(float* x, int64_t n, uint64_t seed, float stddev
     x[i] = stddev * normal_at(seed, i);
 }
 
-__global__ void fill_int4_kernel(uint8_t* codes, int64_t code_bytes, float* scales,
-                                 int64_t num_scales, uint64_t seed, float base) {
+__global__ void fill_weight_kernel(uint8_t* codes, int64_t code_bytes, float* scales,
+                                   uint8_t* zeros, int64_t groups, int bits, uint64_t seed,
+                                   float base) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < code_bytes; i += stride)
     codes[i] = static_cast<uint8_t>(splitmix(seed ^ static_cast<uint64_t>(i)));
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < num_scales; i += stride) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += stride) {
     const uint64_t h = splitmix(~seed ^ static_cast<uint64_t>(i));
     scales[i] = base * (0.75f + 0.5f * static_cast<uint32_t>(h) * 2.3283064e-10f);
+    if (zeros) zeros[i] = static_cast<uint8_t>((h >> 32) & ((1u << bits) - 1));
   }
 }
 
-__global__ void dequantize_kernel(const uint8_t* codes, const float* scales, int64_t rows,
-                                  int64_t K, int G, __nv_bfloat16* out) {
-  const int64_t pairs_per_row = K / 2, n = rows * pairs_per_row;
+// Element (row, k) of a weight, dequantized exactly in fp32.
+__device__ __forceinline__ float weight_at(const WeightView& w, int64_t row, int64_t k) {
+  const int64_t g = row * (w.K / w.G) + k / w.G;
+  const int code = w.bits == 4 ? (w.codes[row * (w.K / 2) + k / 2] >> (4 * (k & 1))) & 15
+                               : w.codes[row * w.K + k];
+  const int zero = w.zeros ? w.zeros[g] : 1 << (w.bits - 1);
+  return float(code - zero) * w.scales[g];
+}
+
+__global__ void dequantize_kernel(WeightView w, int64_t rows, __nv_bfloat16* out) {
+  const int64_t n = rows * w.K;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / pairs_per_row, k = (i % pairs_per_row) * 2;
-    const float s = scales[row * (K / G) + k / G];
-    const uint8_t c = codes[i];
-    out[row * K + k] = __float2bfloat16_rn(float(int(c & 15) - 8) * s);
-    out[row * K + k + 1] = __float2bfloat16_rn(float(int(c >> 4) - 8) * s);
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(weight_at(w, i / w.K, i % w.K));
 }
 
-// One warp per output feature n of pair p; lanes stride over the packed code bytes of the row.
-__global__ void reference_matvec_kernel(const uint8_t* codes, const float* scales, int64_t N,
-                                        int64_t K, int G, const int32_t* pair_expert,
-                                        const float* in, float* out) {
+// One warp per output feature n of pair p; lanes stride over the inputs of the row.
+__global__ void reference_matvec_kernel(WeightView w, const int32_t* pair_expert, const float* in,
+                                        float* out) {
   const int lane = threadIdx.x % 32;
   const int64_t n = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int64_t p = blockIdx.y;
-  if (n >= N) return;
-  const int64_t row = int64_t(pair_expert[p]) * N + n;
-  const uint8_t* c = codes + row * (K / 2);
-  const float* s = scales + row * (K / G);
-  const float* x = in + p * K;
+  if (n >= w.N) return;
+  const int64_t row = int64_t(pair_expert[p]) * w.N + n;
+  const float* x = in + p * w.K;
   float acc = 0.0f;
-  for (int64_t b = lane; b < K / 2; b += 32) {
-    const float scale = s[(2 * b) / G];
-    acc += float(int(c[b] & 15) - 8) * scale * x[2 * b];
-    acc += float(int(c[b] >> 4) - 8) * scale * x[2 * b + 1];
-  }
+  for (int64_t k = lane; k < w.K; k += 32) acc += weight_at(w, row, k) * x[k];
   for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if (lane == 0) out[p * N + n] = acc;
+  if (lane == 0) out[p * w.N + n] = acc;
 }
 
 __global__ void silu_mul_kernel(const float* h, int64_t pairs, int64_t I, float* out) {
@@ -144,28 +142,29 @@ cudaError_t fill_normal_f32(float* x, int64_t n, uint64_t seed, float stddev, cu
   return cudaGetLastError();
 }
 
-cudaError_t fill_int4_weight(uint8_t* codes, float* scales, int64_t E, int64_t N, int64_t K, int G,
-                             uint64_t seed, cudaStream_t stream) {
-  const int64_t code_bytes = E * N * K / 2;
-  const float base = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));
-  fill_int4_kernel<<<blocks_for(code_bytes, 256), 256, 0, stream>>>(codes, code_bytes, scales,
-                                                                    E * N * (K / G), seed, base);
+cudaError_t fill_weight(uint8_t* codes, float* scales, uint8_t* zeros, int64_t E, int64_t N,
+                        int64_t K, int bits, int G, uint64_t seed, cudaStream_t stream) {
+  const int64_t code_bytes = E * N * K * bits / 8;
+  // (q - zero) spreads 2^(bits - 4) times wider at more bits: keep the outputs O(1).
+  const float base =
+      1.0f / (4.6f * std::sqrt(static_cast<float>(K)) * static_cast<float>(1 << (bits - 4)));
+  fill_weight_kernel<<<blocks_for(code_bytes, 256), 256, 0, stream>>>(
+      codes, code_bytes, scales, zeros, E * N * (K / G), bits, seed, base);
   return cudaGetLastError();
 }
 
-cudaError_t dequantize_int4_bf16(const uint8_t* codes, const float* scales, int64_t E, int64_t N,
-                                 int64_t K, int G, uint16_t* out, cudaStream_t stream) {
-  dequantize_kernel<<<blocks_for(E * N * K / 2, 256), 256, 0, stream>>>(
-      codes, scales, E * N, K, G, reinterpret_cast<__nv_bfloat16*>(out));
+cudaError_t dequantize_bf16(const WeightView& w, int64_t E, uint16_t* out, cudaStream_t stream) {
+  dequantize_kernel<<<blocks_for(E * w.N * w.K, 256), 256, 0, stream>>>(
+      w, E * w.N, reinterpret_cast<__nv_bfloat16*>(out));
   return cudaGetLastError();
 }
 
-cudaError_t reference_expert_matvec(const uint8_t* codes, const float* scales, int64_t N, int64_t K,
-                                    int G, const int32_t* pair_expert, const float* in,
-                                    int64_t pairs, float* out, cudaStream_t stream) {
+cudaError_t reference_expert_matvec(const WeightView& w, const int32_t* pair_expert,
+                                    const float* in, int64_t pairs, float* out,
+                                    cudaStream_t stream) {
   if (pairs == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((N + 7) / 8), static_cast<unsigned>(pairs));
-  reference_matvec_kernel<<<grid, 256, 0, stream>>>(codes, scales, N, K, G, pair_expert, in, out);
+  const dim3 grid(static_cast<unsigned>((w.N + 7) / 8), static_cast<unsigned>(pairs));
+  reference_matvec_kernel<<<grid, 256, 0, stream>>>(w, pair_expert, in, out);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Device helpers of the GPU MoE benchmark only: random data, int4 dequantization for the cuBLAS
+// Device helpers of the GPU MoE benchmark only: random data, dequantization for the cuBLAS
 // baseline, the fp32 reference forward on a few tokens, the row gather of the baseline.
 #include <cuda_runtime_api.h>
 
@@ -13,20 +13,30 @@ cudaError_t fill_normal_bf16(uint16_t* x, int64_t n, uint64_t seed, float stddev
                              cudaStream_t stream);
 cudaError_t fill_normal_f32(float* x, int64_t n, uint64_t seed, float stddev, cudaStream_t stream);
 
-// Random int4 weights [E, N, K]: codes u8 [E, N, K/2] uniform nibbles (value = (q - 8) * s),
-// scales f32 [E, N, K/G] = base * U(0.75, 1.25), base = 1 / (4.6 sqrt(K)), so outputs are O(1).
-cudaError_t fill_int4_weight(uint8_t* codes, float* scales, int64_t E, int64_t N, int64_t K, int G,
-                             uint64_t seed, cudaStream_t stream);
+// A benchmark weight on the device, [E, N, K] of `bits`-bit codes: codes u8 [E, N, K * bits / 8]
+// (4-bit: low nibble = even k), scales f32 [E, N, K / G], zeros u8 [E, N, K / G] or nullptr
+// (zero 2^(bits - 1)); value = (code - zero) * scale. N and K are per expert.
+struct WeightView {
+  const uint8_t* codes = nullptr;
+  const float* scales = nullptr;
+  const uint8_t* zeros = nullptr;
+  int64_t N = 0, K = 0;
+  int bits = 4, G = 128;
+};
 
-// bf16 [E, N, K] = (q - 8) * s, for the cuBLAS baseline.
-cudaError_t dequantize_int4_bf16(const uint8_t* codes, const float* scales, int64_t E, int64_t N,
-                                 int64_t K, int G, uint16_t* out, cudaStream_t stream);
+// Random weights: uniform codes, scales base * U(0.75, 1.25) with base = 1 / (4.6 sqrt(K)
+// 2^(bits - 4)) so that outputs are O(1), zeros (when asked for) uniform over the code range.
+cudaError_t fill_weight(uint8_t* codes, float* scales, uint8_t* zeros, int64_t E, int64_t N,
+                        int64_t K, int bits, int G, uint64_t seed, cudaStream_t stream);
+
+// bf16 [E, N, K], for the cuBLAS baseline.
+cudaError_t dequantize_bf16(const WeightView& w, int64_t E, uint16_t* out, cudaStream_t stream);
 
 // fp32 reference of one expert GEMM per pair p: out[p, n] = sum_k W[expert[p], n, k] in[p, k],
-// W dequantized exactly in fp32 from codes and scales.
-cudaError_t reference_expert_matvec(const uint8_t* codes, const float* scales, int64_t N, int64_t K,
-                                    int G, const int32_t* pair_expert, const float* in,
-                                    int64_t pairs, float* out, cudaStream_t stream);
+// W dequantized exactly in fp32.
+cudaError_t reference_expert_matvec(const WeightView& w, const int32_t* pair_expert,
+                                    const float* in, int64_t pairs, float* out,
+                                    cudaStream_t stream);
 
 // silu(h[p, i]) * h[p, I + i] in fp32: [pairs, 2I] -> [pairs, I].
 cudaError_t reference_silu_mul(const float* h, int64_t pairs, int64_t I, float* out,

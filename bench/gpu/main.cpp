@@ -44,6 +44,7 @@ struct Options {
   std::vector<std::string> shapes;
   std::vector<int64_t> Ms{1, 4, 16, 64, 256, 1024, 4096, 8192};
   std::vector<std::string> backends;
+  std::string scheme = benchmark_schemes().front().name;
   std::string json_path;
   double budget_ms = 250;
   int64_t check_tokens = 32;
@@ -193,6 +194,7 @@ Row run_backend(const std::string& name, const Forward& forward, const Shape& s,
 }
 
 int run(const Options& o) {
+  const Scheme& scheme = find_scheme(o.scheme);
   if (const std::string why = cuda_unavailable_reason(); !why.empty()) {
     fmt::print(stderr, "moe_bench needs a CUDA GPU: {}\n", why);
     return 2;
@@ -224,24 +226,25 @@ int run(const Options& o) {
                         {"sms", device.sm_count},
                         {"cuda_driver", driver},
                         {"date", date},
+                        {"scheme", scheme.name},
                         {"copy_GBps", ceilings.copy_bytes_per_s / 1e9},
                         {"bf16_TFLOPs", ceilings.bf16_flops_per_s / 1e12}}
              .dump());
-  fmt::print("device {} (sm {}.{}, {} SMs), driver {}, {}\n", device.name, device.sm_major,
-             device.sm_minor, device.sm_count, driver, date);
+  fmt::print("device {} (sm {}.{}, {} SMs), driver {}, {}, weights {}\n", device.name,
+             device.sm_major, device.sm_minor, device.sm_count, driver, date, scheme.name);
   fmt::print(
       "ceilings: copy {:.0f} GB/s (SM kernel, read + write), bf16 matmul {:.0f} TFLOP/s "
       "(cuBLAS 8192^3)\n\n",
       ceilings.copy_bytes_per_s / 1e9, ceilings.bf16_flops_per_s / 1e12);
   fmt::print(
-      "| shape | M | backend | us | p10-p90 | floor us | frac | int4 GB/s | route + align "
+      "| shape | M | backend | us | p10-p90 | floor us | frac | weight GB/s | route + align "
       "us | rel err | timing |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
       "| --- |\n");
 
   uint64_t seed = 1;
   for (const Shape& s : benchmark_shapes()) {
     if (std::find(o.shapes.begin(), o.shapes.end(), s.name) == o.shapes.end()) continue;
-    const Experts experts = make_experts(s, seed++ * 7919, stream);
+    const Experts experts = make_experts(s, scheme, seed++ * 7919, stream);
     // Backends other than the baseline run the real MoE on the same weights, on the device.
     std::vector<std::pair<std::string, std::unique_ptr<MoE>>> layers;
     std::vector<std::pair<std::string, std::string>> layer_errors;
@@ -263,13 +266,13 @@ int run(const Options& o) {
       std::vector<RoutingSet> sets;
       sets.push_back(make_routing_set(s, M, seed++, stream));
       const double first_bytes =
-          static_cast<double>(sets[0].experts_hit * int4_bytes_per_expert(s));
+          static_cast<double>(sets[0].experts_hit * weight_bytes_per_expert(s, scheme));
       const int R = std::clamp(static_cast<int>(std::ceil(kL2FlushBytes / first_bytes)), 2, 16);
       while (static_cast<int>(sets.size()) < R)
         sets.push_back(make_routing_set(s, M, seed++, stream));
       double weight_bytes = 0;
       for (const RoutingSet& set : sets)
-        weight_bytes += static_cast<double>(set.experts_hit * int4_bytes_per_expert(s));
+        weight_bytes += static_cast<double>(set.experts_hit * weight_bytes_per_expert(s, scheme));
       weight_bytes /= R;
       const double bytes =
           weight_bytes + static_cast<double>(2 * M * s.H * 2);  // + x read + out written, bf16
@@ -350,6 +353,10 @@ int main(int argc, char** argv) {
                  fmt::format("backends by name ({} is the bf16 cuBLAS baseline)", kBaseline))
       ->delimiter(',')
       ->default_str(backends_default);
+  std::string schemes;
+  for (const Scheme& sc : benchmark_schemes()) schemes += (schemes.empty() ? "" : ", ") + sc.name;
+  app.add_option("--scheme", o.scheme, fmt::format("weight scheme: {}", schemes))
+      ->capture_default_str();
   app.add_option("--json", o.json_path, "write JSON lines here (default: after the table)");
   app.add_option("--budget-ms", o.budget_ms, "time spent sampling each row")->capture_default_str();
   app.add_option("--check-tokens", o.check_tokens, "tokens checked against the fp32 reference")

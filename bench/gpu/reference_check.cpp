@@ -23,13 +23,11 @@ Numerics check_against_reference(const Shape& s, const Experts& experts, const R
       y_d(P * H * 4);
   x_d.upload(x_pairs.data(), x_pairs.size() * 4);
   experts_d.upload(set.ids_host.data(), P * 4);
-  QMOE_CUDA_CHECK(reference_expert_matvec(
-      experts.w13.codes.as<uint8_t>(), experts.w13.scales.as<float>(), 2 * I, H, kGroupSize,
-      experts_d.as<int32_t>(), x_d.as<float>(), P, h_d.as<float>(), stream));
+  QMOE_CUDA_CHECK(reference_expert_matvec(experts.w13.view(), experts_d.as<int32_t>(),
+                                          x_d.as<float>(), P, h_d.as<float>(), stream));
   QMOE_CUDA_CHECK(reference_silu_mul(h_d.as<float>(), P, I, a_d.as<float>(), stream));
-  QMOE_CUDA_CHECK(reference_expert_matvec(
-      experts.w2.codes.as<uint8_t>(), experts.w2.scales.as<float>(), H, I, kGroupSize,
-      experts_d.as<int32_t>(), a_d.as<float>(), P, y_d.as<float>(), stream));
+  QMOE_CUDA_CHECK(reference_expert_matvec(experts.w2.view(), experts_d.as<int32_t>(),
+                                          a_d.as<float>(), P, y_d.as<float>(), stream));
   QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> y(P * H), w(P);
   y_d.download(y.data(), y.size() * 4);

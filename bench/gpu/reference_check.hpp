@@ -1,6 +1,6 @@
 #pragma once
 // Numerics before timing: a forward's output against an fp32 reference computed on the same
-// int4 weights (dequantized exactly in fp32) for the first few tokens of a routing set.
+// quantized weights (dequantized exactly in fp32) for the first few tokens of a routing set.
 #include "workload.hpp"
 
 namespace qmoe::bench {

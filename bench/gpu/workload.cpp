@@ -1,9 +1,12 @@
 #include "workload.hpp"
 
+#include <fmt/format.h>
+
 #include "bench_kernels.hpp"
 #include "cuda/align.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/routing.hpp"
+#include "qmoe/error.hpp"
 
 namespace qmoe::bench {
 
@@ -16,43 +19,81 @@ const std::vector<Shape>& benchmark_shapes() {
   return shapes;
 }
 
+const std::vector<Scheme>& benchmark_schemes() {
+  static const std::vector<Scheme> schemes{
+      {"int4-g128", 4, 128, false},
+      {"int4-g128-asym", 4, 128, true},
+      {"int8-g128", 8, 128, false},
+      {"int4-g32", 4, 32, false},
+  };
+  return schemes;
+}
+
+const Scheme& find_scheme(const std::string& name) {
+  std::string known;
+  for (const Scheme& s : benchmark_schemes()) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw Error(fmt::format("unknown scheme '{}': known are {}", name, known));
+}
+
+WeightView Weight::view() const {
+  return {
+      codes.as<uint8_t>(), scales.as<float>(), zeros.empty() ? nullptr : zeros.as<uint8_t>(), N, K,
+      scheme.bits,         scheme.group};
+}
+
 namespace {
 
-Int4Weight make_weight(int64_t E, int64_t N, int64_t K, uint64_t seed, cudaStream_t stream) {
-  Int4Weight w{E, N, K, DeviceBuffer(E * N * K / 2),
-               DeviceBuffer(E * N * (K / kGroupSize) * sizeof(float))};
-  QMOE_CUDA_CHECK(fill_int4_weight(w.codes.as<uint8_t>(), w.scales.as<float>(), E, N, K, kGroupSize,
-                                   seed, stream));
+Weight make_weight(int64_t E, int64_t N, int64_t K, const Scheme& scheme, uint64_t seed,
+                   cudaStream_t stream) {
+  const int64_t groups = E * N * (K / scheme.group);
+  Weight w{E,
+           N,
+           K,
+           scheme,
+           DeviceBuffer(E * N * K * scheme.bits / 8),
+           DeviceBuffer(groups * sizeof(float)),
+           scheme.zero_points ? DeviceBuffer(groups) : DeviceBuffer()};
+  QMOE_CUDA_CHECK(fill_weight(w.codes.as<uint8_t>(), w.scales.as<float>(),
+                              w.zeros.empty() ? nullptr : w.zeros.as<uint8_t>(), E, N, K,
+                              scheme.bits, scheme.group, seed, stream));
   return w;
 }
 
-DeviceBuffer dequantized(const Int4Weight& w, cudaStream_t stream) {
+DeviceBuffer dequantized(const Weight& w, cudaStream_t stream) {
   DeviceBuffer out(w.E * w.N * w.K * 2);
-  QMOE_CUDA_CHECK(dequantize_int4_bf16(w.codes.as<uint8_t>(), w.scales.as<float>(), w.E, w.N, w.K,
-                                       kGroupSize, out.as<uint16_t>(), stream));
+  QMOE_CUDA_CHECK(dequantize_bf16(w.view(), w.E, out.as<uint16_t>(), stream));
   return out;
 }
 
-QuantizedWeight canonical(const Int4Weight& w) {
+QuantizedWeight canonical(const Weight& w) {
   QuantizedWeight q;
-  q.scheme = QuantScheme{};  // int4, symmetric, group 128
-  q.scheme.group_size = kGroupSize;
+  q.scheme = QuantScheme{};
+  q.scheme.bits = w.scheme.bits;
+  q.scheme.group_size = w.scheme.group;
+  q.scheme.zero_point = w.scheme.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none;
   q.E = w.E;
   q.N = w.N;
   q.K = w.K;
-  q.codes = Buffer(DType::u8, {w.E, w.N, w.K / 2});
-  q.scales = Buffer(DType::f32, {w.E, w.N, w.K / kGroupSize});
+  q.codes = Buffer(DType::u8, {w.E, w.N, w.K * w.scheme.bits / 8});
+  q.scales = Buffer(DType::f32, {w.E, w.N, w.K / w.scheme.group});
   w.codes.download(q.codes.data(), static_cast<size_t>(q.codes.nbytes()));
   w.scales.download(q.scales.data(), static_cast<size_t>(q.scales.nbytes()));
+  if (w.scheme.zero_points) {
+    q.zeros = Buffer(DType::u8, {w.E, w.N, w.K / w.scheme.group});
+    w.zeros.download(q.zeros.data(), static_cast<size_t>(q.zeros.nbytes()));
+  }
   return q;
 }
 
 }  // namespace
 
-Experts make_experts(const Shape& s, uint64_t seed, cudaStream_t stream) {
+Experts make_experts(const Shape& s, const Scheme& scheme, uint64_t seed, cudaStream_t stream) {
   Experts x;
-  x.w13 = make_weight(s.E, 2 * s.I, s.H, seed, stream);
-  x.w2 = make_weight(s.E, s.H, s.I, seed + 1, stream);
+  x.w13 = make_weight(s.E, 2 * s.I, s.H, scheme, seed, stream);
+  x.w2 = make_weight(s.E, s.H, s.I, scheme, seed + 1, stream);
   x.w13_bf16 = dequantized(x.w13, stream);
   x.w2_bf16 = dequantized(x.w2, stream);
   QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -63,9 +104,9 @@ QuantizedExperts to_canonical(const Experts& x) {
   return QuantizedExperts(canonical(x.w13), canonical(x.w2));
 }
 
-int64_t int4_bytes_per_expert(const Shape& s) {
-  const int64_t weights = 3 * s.H * s.I;
-  return weights / 2 + weights / kGroupSize * 2;
+int64_t weight_bytes_per_expert(const Shape& s, const Scheme& scheme) {
+  const int64_t weights = 3 * s.H * s.I, groups = weights / scheme.group;
+  return weights * scheme.bits / 8 + groups * 2 + (scheme.zero_points ? groups : 0);
 }
 
 RoutingSet make_routing_set(const Shape& s, int64_t M, uint64_t seed, cudaStream_t stream) {

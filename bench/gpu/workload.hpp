@@ -1,12 +1,13 @@
 #pragma once
-// What one benchmark row runs on: a layer shape, its random int4 experts (on the device, plus a
-// bf16 dequantized copy for the cuBLAS baseline), and R routing sets of M tokens each.
+// What one benchmark row runs on: a layer shape, its random quantized experts (on the device,
+// plus a bf16 dequantized copy for the cuBLAS baseline), and R routing sets of M tokens each.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "bench_kernels.hpp"
 #include "cuda/device_buffer.hpp"
 #include "qmoe/quant.hpp"
 
@@ -21,25 +22,36 @@ struct Shape {
 // The three layer shapes of shared/BENCH.md.
 const std::vector<Shape>& benchmark_shapes();
 
-inline constexpr int kGroupSize = 128;
+// The weight scheme of a run: `bits`-bit integer codes, one scale per `group` inputs and, with
+// zero_points, one u8 zero per group (else zero 2^(bits - 1)). The first is BENCH.md's headline.
+struct Scheme {
+  std::string name;
+  int bits = 4, group = 128;
+  bool zero_points = false;
+};
+const std::vector<Scheme>& benchmark_schemes();
+// Throws qmoe::Error naming the schemes that exist.
+const Scheme& find_scheme(const std::string& name);
 
-// int4, group-128 symmetric weights: codes u8 [E, N, K/2], scales f32 [E, N, K/128].
-struct Int4Weight {
+struct Weight {
   int64_t E = 0, N = 0, K = 0;
-  DeviceBuffer codes, scales;
+  Scheme scheme;
+  DeviceBuffer codes, scales, zeros;  // bench_kernels.hpp's WeightView; zeros empty if symmetric
+  WeightView view() const;
 };
 
 struct Experts {
-  Int4Weight w13, w2;              // [E, 2I, H], [E, H, I]
+  Weight w13, w2;                  // [E, 2I, H], [E, H, I]
   DeviceBuffer w13_bf16, w2_bf16;  // dequantized, for the cuBLAS baseline
 };
 
-Experts make_experts(const Shape& s, uint64_t seed, cudaStream_t stream);
-// The same weights as canonical host QuantizedExperts (int4 g128, no zero points), for backends.
+Experts make_experts(const Shape& s, const Scheme& scheme, uint64_t seed, cudaStream_t stream);
+// The same weights as canonical host QuantizedExperts, for backends.
 QuantizedExperts to_canonical(const Experts& x);
 
-// Bytes one expert's weights occupy as int4 codes + 16-bit scales (what a backend must read).
-int64_t int4_bytes_per_expert(const Shape& s);
+// Bytes one expert's weights occupy as codes + 16-bit scales (+ 8-bit zeros): what a backend
+// must read.
+int64_t weight_bytes_per_expert(const Shape& s, const Scheme& scheme);
 
 // One routing set: fresh hidden states and router logits, routed on the GPU (softmax top-k,
 // renormalized), and the baseline's alignment (tile height 1: rows grouped by expert, no padding).
