@@ -15,6 +15,8 @@
 // stores T.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
@@ -44,13 +46,16 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
 }
 
 template <class T, int BITS, int BM>
-__global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, BM == 8    ? 3
+                                            : BM <= 16 ? 2
+                                                       : 1)
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k) {
   constexpr int kFrags = BM / 8;
   constexpr int kRingBytes = WarpRing<BITS, BM>::kBytes;
-  extern __shared__ uint4 shared_sh[];  // rings [warp][kRingBytes], then red_sh
-  float* red_sh = reinterpret_cast<float*>(reinterpret_cast<char*>(shared_sh) +
-                                           kWarps * kRingBytes);  // [warp][BM][kRedStride]
+  // The warps' rings [warp][kRingBytes]; between K loops the same memory holds the K-split
+  // partial sums red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
+  extern __shared__ uint4 shared_sh[];
+  float* red_sh = reinterpret_cast<float*>(shared_sh);
   const uint32_t ring_sh = shared_address(shared_sh) + (threadIdx.x / 32) * kRingBytes;
 
   if constexpr (WarpRing<BITS, BM>::kStagesActivations)
@@ -107,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
-    __syncthreads();  // the previous item's epilogue has finished reading red_sh
+    __syncthreads();  // every warp's K loop is done: its ring may now hold red_sh
     float* mine = red_sh + warp * BM * kRedStride;
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
@@ -157,13 +162,14 @@ __global__ void __launch_bounds__(kThreads, BM <= 16 ? 2 : 1)
         out[int64_t(r) * p.out_stride + n] = MmaType<T>::from_float(v);
       }
     }
+    __syncthreads();  // red_sh is read; the next item's copies may overwrite it
   }
 }
 
 template <int BITS, int BM>
 constexpr size_t expert_gemm_shared_bytes() {
-  return size_t(kWarps) * WarpRing<BITS, BM>::kBytes +
-         size_t(kWarps) * BM * kRedStride * sizeof(float);
+  return std::max(size_t(kWarps) * WarpRing<BITS, BM>::kBytes,
+                  size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done

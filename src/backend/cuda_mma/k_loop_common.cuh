@@ -28,7 +28,9 @@ struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
   static constexpr bool kStagesActivations = BM <= 16;
-  static constexpr int kCodeStages = BM <= 16 ? 6 : 4;
+  // The wait for the activations also bounds the codes' lead (groups complete in order), so at
+  // 8-row tiles both get 3 stages: 72 KB per CTA, three CTAs per SM.
+  static constexpr int kCodeStages = BM == 8 ? 3 : BM <= 16 ? 6 : 4;
   static constexpr int kActStages = kStagesActivations ? 3 : 1;
   static constexpr int kSlotBytes = kLanes * 16;
   static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;
