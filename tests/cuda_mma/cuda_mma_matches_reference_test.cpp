@@ -9,8 +9,8 @@
 //
 // The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
 // every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
-// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 64
-// rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
+// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32,
+// 64 rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
 // multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -118,7 +118,15 @@ INSTANTIATE_TEST_SUITE_P(
                   .top_k = 6,
                   .scheme = scheme(4, 128),
                   .act_dtype = f16}},
-        Scenario{"int4_g128_m128_e8_top2_tile16",
+        Scenario{"int4_g128_m48_e8_top2_tile16",
+                 {.E = 8,
+                  .H = 256,
+                  .I = 256,
+                  .M = 48,
+                  .top_k = 2,
+                  .scheme = scheme(4, 128),
+                  .act_dtype = bf16}},
+        Scenario{"int4_g128_m128_e8_top2_tile32",
                  {.E = 8,
                   .H = 256,
                   .I = 128,
@@ -248,6 +256,14 @@ INSTANTIATE_TEST_SUITE_P(
                   .scheme = scheme(8, 32, true),
                   .bias = true,
                   .act_dtype = bf16}},
+        Scenario{"int8_g64_asym_m256_e8_top2_f16_tile32",
+                 {.E = 8,
+                  .H = 384,
+                  .I = 192,
+                  .M = 256,
+                  .top_k = 2,
+                  .scheme = scheme(8, 64, true),
+                  .act_dtype = f16}},
         Scenario{"int8_channelwise_asym_m16_e128_top8_f16",
                  {.E = 128,
                   .H = 200,

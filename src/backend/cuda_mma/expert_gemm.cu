@@ -41,13 +41,16 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 }  // namespace
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 16 rows run two CTAs per SM
-  // (128 registers) and the tiles of one expert read its codes at about the same time, so the
-  // repeats come from L2. Run 3 (bench/NOTES.md): 64-row tiles there (one CTA per SM, 235
-  // registers) streamed 0.5 TB/s where 16-row tiles streamed 1.3-1.7 TB/s.
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows stage their
+  // activations (k_loop_staged.cuh) and run two or three CTAs per SM. Each tile dequantizes its
+  // expert's codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md
+  // run 11), so the tile is the smallest that holds an expert's expected rows. Run 3: 64-row
+  // tiles (general loop, one CTA per SM, 235 registers) streamed 0.5 TB/s where 16-row tiles
+  // streamed 1.3-1.7 TB/s, so 32-row tiles take every expert with up to 64 rows.
   const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
-  if (rows_per_expert <= 64) return 16;
+  if (rows_per_expert <= 16) return 16;
+  if (rows_per_expert <= 64) return 32;
   return 64;
 }
 

@@ -44,7 +44,7 @@ struct GemmProblem {
 
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.
 struct GemmPlan {
-  int tile_rows = 8;       // tokens per tile: 8, 16 or 64 (the mma's N times 1, 2 or 8)
+  int tile_rows = 8;       // tokens per tile: 8, 16, 32 or 64 (the mma's N times 1, 2, 4 or 8)
   int strips_per_cta = 8;  // 16-row weight strips of one work item
   int warps_k = 1;         // warps splitting K inside a work item (8 / strips_per_cta)
   int grid = 0;            // persistent CTAs

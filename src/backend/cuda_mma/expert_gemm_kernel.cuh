@@ -5,7 +5,7 @@
 // A work item is `strips_per_cta` strips of 16 weight rows; its 8 warps are strips_per_cta
 // strips x warps_k K slices. Each warp streams its strip's codes for its K slice through its own
 // cp.async ring in shared memory (k_loop_common.cuh), dequantizes in registers and runs
-// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Tiles of 8 and 16
+// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Tiles of 8 to 32
 // rows without act-order (decode) take k_loop_staged.cuh, whose activations come through the ring
 // too; act-order, unaligned rows and 64-row tiles take k_loop_general.cuh. Per group, products
 // accumulate in a separate fp32 fragment that is scaled once (fp32) into the result, so the
@@ -47,7 +47,7 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
 
 template <class T, int BITS, int BM>
 __global__ void __launch_bounds__(kThreads, BM == 8    ? 3
-                                            : BM <= 16 ? 2
+                                            : BM <= 32 ? 2
                                                        : 1)
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k) {
   constexpr int kFrags = BM / 8;
@@ -183,20 +183,21 @@ cudaError_t allow_shared_bytes() {
 }
 
 // Calls f.template operator()<BITS, BM>() for the compiled instance of (bits, tile rows):
-// 4 or 8 bits, tiles of 8, 16 or 64 rows (choose_tile_rows).
+// 4 or 8 bits, tiles of 8, 16, 32 or 64 rows (choose_tile_rows).
 template <class F>
 auto with_instance(int bits, int tile_rows, F&& f) {
   const bool int4 = bits == 4;
   switch (tile_rows) {
     case 8: return int4 ? f.template operator()<4, 8>() : f.template operator()<8, 8>();
     case 16: return int4 ? f.template operator()<4, 16>() : f.template operator()<8, 16>();
+    case 32: return int4 ? f.template operator()<4, 32>() : f.template operator()<8, 32>();
     default: return int4 ? f.template operator()<4, 64>() : f.template operator()<8, 64>();
   }
 }
 
 template <class T>
 cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
-  if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 64)
+  if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 32 && plan.tile_rows != 64)
     return cudaErrorInvalidValue;
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
     expert_gemm_kernel<T, BITS, BM>

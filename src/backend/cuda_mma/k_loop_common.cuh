@@ -8,7 +8,7 @@
 
 namespace qmoe::cuda_mma {
 
-// Chunks a warp multiplies per iteration: at most 1 KB of codes; at tiles of 16 or 64 rows the
+// Chunks a warp multiplies per iteration: at most 1 KB of codes; at tiles of 16 rows and more the
 // registers go to accumulators and to the iteration's activations.
 template <int BITS, int BM>
 __host__ __device__ constexpr int chunks_per_iteration() {
@@ -17,7 +17,7 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 
 // A warp's private staging area in shared memory, filled by cp.async. Each lane copies and later
 // reads only its own 16-byte slots, so cp.async's per-thread completion is the only ordering
-// needed (no barrier). Codes run kCodeStages - 1 iterations ahead. At tiles of 8 and 16 rows the
+// needed (no barrier). Codes run kCodeStages - 1 iterations ahead. At tiles of 8 to 32 rows the
 // activations are staged too, kActStages - 1 iterations ahead: loaded straight into registers
 // they were consumed ~20 instructions after their load and their L2 latency stalled the first
 // mma of every iteration (42% of all stall samples, bench/NOTES.md run 6).
@@ -27,10 +27,11 @@ template <int BITS, int BM>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
-  static constexpr bool kStagesActivations = BM <= 16;
-  // The wait for the activations also bounds the codes' lead (groups complete in order), so at
-  // 8-row tiles both get 3 stages: 72 KB per CTA, three CTAs per SM.
-  static constexpr int kCodeStages = BM == 8 ? 3 : BM <= 16 ? 6 : 4;
+  static constexpr bool kStagesActivations = BM <= 32;
+  // cp.async groups complete in order, so the wait for the activations also bounds the codes'
+  // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
+  // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32.
+  static constexpr int kCodeStages = kStagesActivations ? 3 : 4;
   static constexpr int kActStages = kStagesActivations ? 3 : 1;
   static constexpr int kSlotBytes = kLanes * 16;
   static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;

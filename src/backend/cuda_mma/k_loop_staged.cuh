@@ -1,5 +1,5 @@
 #pragma once
-// The decode K loop of the expert GEMM (tiles of 8 or 16 rows, no act-order, activation rows
+// The decode K loop of the expert GEMM (tiles of 8 to 32 rows, no act-order, activation rows
 // 16-byte aligned and inside K): codes and activations both stream through the warp's ring, and
 // the loop carries as little bookkeeping per byte as possible, because at decode the SM's issue
 // rate, not DRAM, was the limit (bench/NOTES.md run 7: 259 instructions per 1 KB of codes).
@@ -59,8 +59,9 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     code_chunk += kChunksPerIter;
   };
   // Rows past the tile's last pair are neither copied nor cleared: an mma's token column depends
-  // only on that token's activations, and those columns are never stored. The slots were zeroed
-  // once at kernel start (zero_activation_slots), so they hold finite values written earlier.
+  // only on that token's activations, and those columns are never stored. Their slots hold what
+  // was written there before (zeros from kernel start, or an earlier item's K-split sums, which
+  // share the memory): initialised, and harmless whatever the values.
   auto issue_activations = [&](uint32_t in) {
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i)
