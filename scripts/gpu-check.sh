@@ -78,9 +78,20 @@ reduced='CudaAlign.TheDocumentedExample:CudaAlign.EmptyExpertsAndAllOnOne:CudaAl
 reduced+=':CudaRouting.AllLogitsEqual*:CudaRouting.StridedLogits:CudaRouting.GroupedTopK'
 reduced+=':CudaActivation.ManyRows*'
 reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
+# cuda-mma: every tile size (8, 16, 32 rows staged; 64 rows and act-order through the general
+# loop), int4 and int8, zero points, the fused gated epilogue and two streams at once.
+mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
+for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile32 \
+  int8_g64_asym_m256_e8_top2_f16_tile32 int4_g32_asym_m7_e256_top8 int4_act_order_g32_m7_e8_top2 \
+  int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias; do
+  mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
+done
+mma+=':CudaMma.ConcurrentForwardsOnTwoStreams'
 for tool in memcheck racecheck; do
   step "$tool" "$out/$tool.log" 60 "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
+  step "$tool-mma" "$out/$tool.log" 150 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+    "$build/tests/cuda_mma/cuda_mma_tests" --gtest_filter="$mma"
 done
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
 step bench "$out/bench.txt" $(($(left) - 10)) "$build/moe_bench" --json "$out/bench.jsonl" \

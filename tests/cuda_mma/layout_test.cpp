@@ -96,6 +96,12 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
             }
           }
         }
+  // Two padding groups after the last expert's last group, which the staged loop may load.
+  const size_t groups_stored = size_t(w.E * v.groups + 2);
+  ASSERT_EQ(p.scale_pairs.size(), groups_stored * size_t(v.strips * 8));
+  if (w.scheme.has_zero_points()) {
+    ASSERT_EQ(p.zero_pairs.size(), p.scale_pairs.size());
+  }
   // Bias of every packed row: its weight row's, 0 for zero rows.
   if (w.has_bias()) {
     for (int64_t e = 0; e < w.E; ++e)

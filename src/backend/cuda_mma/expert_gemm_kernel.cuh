@@ -101,14 +101,20 @@ __global__ void __launch_bounds__(kThreads, BM == 8    ? 3
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
     if (e >= 0 && strip < w.strips && c_begin < c_end) {
-      if (plain && c_end <= full_chunks && WarpRing<BITS, BM>::kStagesActivations)
-        staged_dispatch<T, BITS, BM>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
-      else if (plain && c_end <= full_chunks)
+      const bool staged_rows = plain && c_end <= full_chunks;
+      if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
+        if (staged_rows)
+          staged_dispatch<T, BITS, BM>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
+        else
+          general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
+                                             ring_sh, acc);
+      } else if (staged_rows) {
         general_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
                                           ring_sh, acc);
-      else
+      } else {
         general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
                                            ring_sh, acc);
+      }
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).

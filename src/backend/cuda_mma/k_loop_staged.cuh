@@ -21,77 +21,74 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
   constexpr int kChunksPerIter = Ring::kChunksPerIter, kSpansPerIter = Ring::kSpansPerIter;
-  constexpr int kCodeLead = Ring::kCodeStages - 1, kActLead = Ring::kActStages - 1;
+  constexpr int kStages = Ring::kCodeStages, kLead = kStages - 1;
+  static_assert(Ring::kActStages == kStages, "codes and activations share the stage cursor");
   static_assert(kSpansPerIter % kFlushSpans == 0);
   const int g = lane / 4, t = lane % 4;
 
-  // Group cursor: offset of the next group's scale pair (zero pair), which `ahead` holds.
+  // Group cursor: the next group's scale pair (zero pair) is loaded a group ahead, into `ahead`,
+  // from pointers stepped one group per group (the arrays end with two padding groups, so the
+  // loads past the warp's last group need no check). Symmetric weights keep their zero offsets.
   const int spans_per_group = int(w.spans_per_group);
   const int span0 = c_begin * kSpansPerChunk;
-  const int grp0 = span0 / spans_per_group;
-  const int group_stride = int(w.strips * 8);
-  const int64_t base = int64_t(e) * w.groups * group_stride + strip * 8 + g;
-  const uint32_t* scale_base = w.scale_pairs + base;
-  const uint16_t* zero_base = w.zero_pairs ? w.zero_pairs + base : nullptr;
-  int groups_after = int(w.groups) - 1 - grp0;
-  int next_at = grp0 * group_stride + (groups_after > 0 ? group_stride : 0);
+  const int64_t group_stride = w.strips * 8;
+  const int64_t first =
+      (int64_t(e) * w.groups + span0 / spans_per_group) * group_stride + strip * 8 + g;
+  const uint32_t* scale_at = w.scale_pairs + first;
+  const uint16_t* zero_at = w.zero_pairs ? w.zero_pairs + first : nullptr;
   int left = (spans_per_group - span0 % spans_per_group) / kFlushSpans;  // flush points
-  GroupParams cur = decode_group<T, BITS>(
-      load_group(scale_base, zero_base, grp0 * group_stride, BITS), w.scales_bf16);
-  RawGroup ahead = load_group(scale_base, zero_base, next_at, BITS);
+  GroupParams cur = decode_group<T, BITS>(load_group(scale_at, zero_at, 0, BITS), w.scales_bf16);
+  RawGroup ahead = load_group(scale_at, zero_at, group_stride, BITS);
+  scale_at += group_stride;
+  if (zero_at) zero_at += group_stride;
 
-  // Ring cursors: shared addresses of this lane's slots in the stage read this iteration (out)
-  // and in the stage read in the previous one, which this iteration refills (in).
-  const uint32_t code_first = ring_sh + lane * 16;
-  const uint32_t code_last = code_first + kCodeLead * Ring::kCodeStageBytes;
-  const uint32_t act_first = code_first + Ring::kCodeStages * Ring::kCodeStageBytes;
-  const uint32_t act_last = act_first + kActLead * Ring::kActStageBytes;
+  // Stage s of this lane's ring: codes at code_base + s * kCodeStageBytes, activations at
+  // act_base + s * kActStageBytes. Iteration i reads stage i % kStages and refills the stage
+  // read by iteration i - 1 with iteration i + kLead's copies.
+  const uint32_t code_base = ring_sh + lane * 16;
+  const uint32_t act_base = code_base + kStages * Ring::kCodeStageBytes;
   const uint4* code_src = static_cast<const uint4*>(w.codes) +
                           ((int64_t(e) * w.strips + strip) * w.chunks + c_begin) * kLanes + lane;
-  int code_chunk = c_begin, act_chunk = c_begin;  // first chunk of the next copy of each
   int64_t act_k = int64_t(span0) * kSpanK + 8 * t;
 
-  auto issue_codes = [&](uint32_t in) {
+  // The copies of the iteration starting at chunk c into stage s; kChecked: c may lie within
+  // kChunksPerIter chunks of c_end (the only chunks that need the range check).
+  auto issue = [&]<bool kChecked>(int c, int s) {
+    const uint32_t code_in = code_base + s * Ring::kCodeStageBytes;
+    const uint32_t act_in = act_base + s * Ring::kActStageBytes;
 #pragma unroll
     for (int u = 0; u < kChunksPerIter; ++u)
-      if (code_chunk + u < c_end) copy_async16(in + u * Ring::kSlotBytes, code_src + u * kLanes);
-    code_src += kChunksPerIter * kLanes;
-    code_chunk += kChunksPerIter;
-  };
-  // Rows past the tile's last pair are neither copied nor cleared: an mma's token column depends
-  // only on that token's activations, and those columns are never stored. Their slots hold what
-  // was written there before (zeros from kernel start, or an earlier item's K-split sums, which
-  // share the memory): initialised, and harmless whatever the values.
-  auto issue_activations = [&](uint32_t in) {
+      if (!kChecked || c + u < c_end)
+        copy_async16(code_in + u * Ring::kSlotBytes, code_src + u * kLanes);
+        // Rows past the tile's last pair are neither copied nor cleared: an mma's token column
+        // depends only on that token's activations, and those columns are never stored. Their slots
+        // hold what was written there before (zeros from kernel start, or an earlier item's K-split
+        // sums, which share the memory): initialised, and harmless whatever the values.
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i)
 #pragma unroll
       for (int f = 0; f < kFrags; ++f)
-        if (rows[f] && act_chunk + i / kSpansPerChunk < c_end)
-          copy_async16(in + (i * kFrags + f) * Ring::kSlotBytes, rows[f] + act_k + i * kSpanK);
+        if (rows[f] && (!kChecked || c + i / kSpansPerChunk < c_end))
+          copy_async16(act_in + (i * kFrags + f) * Ring::kSlotBytes, rows[f] + act_k + i * kSpanK);
+    code_src += kChunksPerIter * kLanes;
     act_k += kSpansPerIter * kSpanK;
-    act_chunk += kChunksPerIter;
-  };
-  // Prologue group p holds codes p (and activations p while p < kActLead); loop group it holds
-  // codes it + kCodeLead and activations it + kActLead. Waiting until kActLead groups remain
-  // therefore completes iteration it's activations and (kCodeLead >= kActLead) its codes.
-#pragma unroll
-  for (int it = 0; it < kCodeLead; ++it) {
-    issue_codes(code_first + it * Ring::kCodeStageBytes);
-    if (it < kActLead) issue_activations(act_first + it * Ring::kActStageBytes);
     copy_async_commit();
-  }
-  uint32_t code_in = code_last, code_out = code_first, act_in = act_last, act_out = act_first;
+  };
+  // Prologue: iterations 0 .. kLead - 1 into stages 0 .. kLead - 1. Each iteration then commits
+  // one more group and waits until kLead groups remain pending, which completes its own copies.
+#pragma unroll
+  for (int s = 0; s < kLead; ++s) issue.template operator()<true>(c_begin + s * kChunksPerIter, s);
 
   float part[kFrags][4];
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
-  // One iteration; kTail: the last one, which may hold fewer than kSpansPerIter spans.
-  auto iteration = [&]<bool kTail>(int c0) {
-    issue_codes(code_in);
-    issue_activations(act_in);
-    copy_async_commit();
-    copy_async_wait<kActLead>();
+  // The iteration starting at chunk c0, reading stage s; kTail: the last one, which may hold
+  // fewer than kSpansPerIter spans; kChecked as for issue (of the copies it issues).
+  auto iteration = [&]<bool kTail, bool kChecked>(int c0, int s) {
+    issue.template operator()<kChecked>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
+    copy_async_wait<kLead>();
+    const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
+    const uint32_t act_out = act_base + s * Ring::kActStageBytes;
     uint4 now[kChunksPerIter];
 #pragma unroll
     for (int u = 0; u < kChunksPerIter; ++u)
@@ -104,9 +101,6 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
         const uint4 v = load_shared16(act_out + (i * kFrags + f) * Ring::kSlotBytes);
         b[i][f][0] = v.x, b[i][f][1] = v.y, b[i][f][2] = v.z, b[i][f][3] = v.w;
       }
-    code_in = code_out, act_in = act_out;
-    code_out = code_out == code_last ? code_first : code_out + Ring::kCodeStageBytes;
-    act_out = act_out == act_last ? act_first : act_out + Ring::kActStageBytes;
 
     const int spans_here = (c_end - c0) * kSpansPerChunk;
 #pragma unroll
@@ -115,17 +109,29 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
       span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk, cur.zeros, b[i], part);
       if ((i + 1) % kFlushSpans == 0 && --left == 0) {
         flush_group(cur.scale, part, acc);
-        cur = decode_group<T, BITS>(ahead, w.scales_bf16);
-        next_at += groups_after-- > 1 ? group_stride : 0;
-        ahead = load_group(scale_base, zero_base, next_at, BITS);
+        cur.scale = unpack_scales(ahead.scales, w.scales_bf16);
+        scale_at += group_stride;
+        ahead.scales = *scale_at;
+        if (zero_at) {
+          cur.zeros = zero_offsets<T, BITS>(ahead.zeros & 0xff, ahead.zeros >> 8);
+          zero_at += group_stride;
+          ahead.zeros = *zero_at;
+        }
         left = spans_per_group / kFlushSpans;
       }
     }
   };
+  // Whole trips of kStages iterations, with every stage offset a constant, while the copies
+  // they issue stay inside the range; then the rest, one iteration at a time.
   int c0 = c_begin;
-  for (; c0 + kChunksPerIter < c_end; c0 += kChunksPerIter)
-    iteration.template operator()<false>(c0);
-  iteration.template operator()<true>(c0);
+  for (; c0 + (kStages + kLead) * kChunksPerIter <= c_end; c0 += kStages * kChunksPerIter)
+#pragma unroll
+    for (int s = 0; s < kStages; ++s)
+      iteration.template operator()<false, false>(c0 + s * kChunksPerIter, s);
+  int s = 0;
+  for (; c0 + kChunksPerIter < c_end; c0 += kChunksPerIter, s = s == kLead ? 0 : s + 1)
+    iteration.template operator()<false, true>(c0, s);
+  iteration.template operator()<true, true>(c0, s);
   flush_group(cur.scale, part, acc);  // the group the range ends in, if it ends mid-group
 }
 

@@ -37,6 +37,7 @@
 //   scale_pairs  [E][G][S][8] u32: low half = scale of row n0+g, high half = row n0+g+8, as
 //                f16 or bf16 bits (whichever the checkpoint stored: lossless)
 //   zero_pairs   [E][G][S][8] u16: low byte = zero of row n0+g, high byte = row n0+g+8
+//                (both followed by two groups [S][8] of zeros: loads run a group ahead)
 //   bias         [E][N] f32
 // Act-order (g_idx): each expert's input channels are sorted by group and every group is padded
 // to whole spans, giving the logical k order; then

@@ -198,7 +198,9 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
   const float* scales = w.scales.data_as<float>();
   const uint8_t* zeros = scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
   const int64_t G = v.groups;
-  p.scale_pairs.assign(size_t(w.E * G * v.strips * 8), 0);
+  // Two groups of padding after the last: the staged K loop loads scales a group ahead without
+  // checking for the end, and at a range's last flush that reaches two groups past it.
+  p.scale_pairs.assign(size_t((w.E * G + 2) * v.strips * 8), 0);
   if (zeros) p.zero_pairs.assign(p.scale_pairs.size(), 0);
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t grp = 0; grp < G; ++grp)
