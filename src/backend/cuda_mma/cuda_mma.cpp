@@ -120,7 +120,7 @@ struct CudaMmaExperts final : PreparedExperts {
     const int64_t pairs = tokens * top_k;
     int64_t rows = 0, tiles = 0;
     size_t scratch = 0;
-    for (int tile : {8, 16, 64}) {
+    for (int tile : {8, 16, 32, 64}) {
       const AlignSizes s = align_sizes(pairs, E, tile);
       rows = std::max(rows, s.max_padded_rows);
       tiles = std::max(tiles, s.max_tiles);
