@@ -7,7 +7,7 @@
 # Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH)
 # It never runs scripts/setup.sh: there is no package registry to install from there.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 start=$(date +%s)
@@ -15,6 +15,11 @@ deadline=${DEADLINE_S:-560}
 steps=()
 
 left() { echo $((deadline - ($(date +%s) - start))); }
+# upto N: N seconds, or what is left before the deadline (minus 10 s for the steps after) if less.
+upto() {
+  local rest=$(($(left) - 10))
+  echo $((rest < $1 ? rest : $1))
+}
 # step NAME LOG SECONDS CMD...: runs CMD with a time limit, appends its output to LOG, records rc.
 step() {
   local name=$1 log=$2 limit=$3
@@ -60,17 +65,17 @@ if [ -z "${cmake:-}" ] || [ -z "${ninja:-}" ]; then
   exit 1
 fi
 
-step configure "$out/build.log" 120 "$cmake" "${configure_args[@]}" || exit 1
+step configure "$out/build.log" "$(upto 120)" "$cmake" "${configure_args[@]}" || exit 1
 # Only what runs here: the benchmark, the qmoe tool and every test executable of a CUDA area.
 targets=(moe_bench qmoe_cli $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
 step build "$out/build.log" $(($(left) - 200)) "$cmake" --build "$build" --parallel "$nproc" \
   --target "${targets[@]}" || exit 1
 
-step ctest "$out/ctest.log" 150 ctest --test-dir "$build" -L cuda --output-on-failure \
+step ctest "$out/ctest.log" "$(upto 150)" ctest --test-dir "$build" -L cuda --output-on-failure \
   --parallel 4 --timeout 120
 # The user's first command on a GPU machine: the demo picks the GPU and the oracle's backend there.
-step demo "$out/ctest.log" 60 "$build/qmoe" demo
+step demo "$out/ctest.log" "$(upto 60)" "$build/qmoe" demo
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # Small cases that still cross every kernel's block and warp boundaries (instrumented runs are
 # 10-100x slower).
@@ -79,18 +84,20 @@ reduced+=':CudaRouting.AllLogitsEqual*:CudaRouting.StridedLogits:CudaRouting.Gro
 reduced+=':CudaActivation.ManyRows*'
 reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # cuda-mma: every tile size (8, 16, 32 rows staged; 64 rows and act-order through the general
-# loop), int4 and int8, zero points, the fused gated epilogue and two streams at once.
+# loop), the staged loop's unchecked trips (long K), int4 and int8, zero points, the fused gated
+# epilogue and two streams at once.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
 for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile32 \
+  int4_g128_asym_m1_e4_top4_long_k \
   int8_g64_asym_m256_e8_top2_f16_tile32 int4_g32_asym_m7_e256_top8 int4_act_order_g32_m7_e8_top2 \
   int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias; do
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams'
 for tool in memcheck racecheck; do
-  step "$tool" "$out/$tool.log" 60 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+  step "$tool" "$out/$tool.log" "$(upto 60)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
-  step "$tool-mma" "$out/$tool.log" 150 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+  step "$tool-mma" "$out/$tool.log" "$(upto 150)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda_mma/cuda_mma_tests" --gtest_filter="$mma"
 done
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options

@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <utility>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
@@ -23,8 +25,6 @@ namespace {
 using cuda_mma::GemmPlan;
 using cuda_mma::GemmProblem;
 using cuda_mma::PackedWeightView;
-
-inline constexpr int64_t kInitialTokens = 256;
 
 // Restores the caller's current device on scope exit.
 class DeviceScope {
@@ -69,7 +69,7 @@ struct DeviceWeight {
   }
 };
 
-// Everything a forward writes besides `out`, sized for `tokens` tokens at any tile size.
+// Everything a forward writes besides `out`, sized for any batch of up to `tokens` tokens.
 struct Workspace {
   int64_t tokens = 0;
   DeviceBuffer topk_weights, topk_ids;  // forward's own routing
@@ -84,16 +84,24 @@ std::vector<int64_t> w13_row_order(const MoEConfig& config, int64_t I) {
   return cuda_mma::gated_row_order(I, config.activation == Activation::swigluoai);
 }
 
+// Workspaces are kept per stream. cudaStreamPerThread is one handle for a different stream in
+// every host thread, so for it the thread is part of the key.
+using StreamKey = std::pair<cudaStream_t, std::thread::id>;
+StreamKey stream_key(cudaStream_t stream) {
+  return {stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id{}};
+}
+
 struct CudaMmaExperts final : PreparedExperts {
   int device = 0;
   int64_t E = 0, H = 0, I = 0;
   int top_k = 1;
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
-  // One workspace per stream: forwards on different streams (or host threads) never share
-  // scratch memory; forwards on one stream are ordered by it. Grows, never shrinks.
+  // One workspace per stream, made by the stream's first forward: forwards on different streams
+  // (or host threads) never share scratch memory; forwards on one stream are ordered by it.
+  // Grows, never shrinks.
   mutable std::mutex workspaces_mutex;
-  mutable std::map<cudaStream_t, std::unique_ptr<Workspace>> workspaces;
+  mutable std::map<StreamKey, std::unique_ptr<Workspace>> workspaces;
 
   CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
       : device(device_index),
@@ -111,7 +119,7 @@ struct CudaMmaExperts final : PreparedExperts {
   // at the same time while it grows.
   Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
     const std::lock_guard lock(workspaces_mutex);
-    std::unique_ptr<Workspace>& slot = workspaces[stream];
+    std::unique_ptr<Workspace>& slot = workspaces[stream_key(stream)];
     if (!slot || slot->tokens < tokens) slot = make_workspace(tokens, stream);
     return *slot;
   }
@@ -120,7 +128,12 @@ struct CudaMmaExperts final : PreparedExperts {
     const int64_t pairs = tokens * top_k;
     int64_t rows = 0, tiles = 0;
     size_t scratch = 0;
+    // A batch of up to `tokens` tokens picks a tile no taller than choose_tile_rows(tokens) (it
+    // grows with M), so only those tiles bound the sizes: 64-row padding of every expert would
+    // reserve 335 MB per DeepSeek-V3 layer at 256 tokens, where 16-row tiles need 109 MB.
+    const int tallest = cuda_mma::choose_tile_rows(tokens, top_k, E);
     for (int tile : {8, 16, 32, 64}) {
+      if (tile > tallest) break;
       const AlignSizes s = align_sizes(pairs, E, tile);
       rows = std::max(rows, s.max_padded_rows);
       tiles = std::max(tiles, s.max_tiles);
@@ -163,9 +176,7 @@ class CudaMmaBackend final : public Backend {
     check(!config.apply_router_weight_on_input || config.top_k() == 1,
           "cuda-mma: apply_router_weight_on_input needs top_k 1, got {}", config.top_k());
     DeviceScope scope(device.index);
-    auto prepared = std::make_unique<CudaMmaExperts>(experts, config, device.index);
-    prepared->workspace(nullptr, kInitialTokens);
-    return prepared;
+    return std::make_unique<CudaMmaExperts>(experts, config, device.index);
   }
 
   void run(const PreparedExperts& prepared, const MoEConfig& config,

@@ -8,14 +8,14 @@ namespace qmoe {
 // activation in its epilogue) -> GEMM2 -> combine on the caller's stream, with no allocation and
 // no host synchronisation once that stream's workspace holds the batch (graph-capturable: run
 // one forward of the largest M on the stream first, or call reserve_cuda_mma_tokens). Each
-// stream has its own workspace, so forwards on different streams or host threads may run
-// concurrently.
+// stream has its own workspace, made by its first forward, so forwards on different streams or
+// host threads may run concurrently. A captured graph keeps using the workspace of the stream it
+// was captured on: its replays must not overlap each other or forwards on that stream.
 const Backend& cuda_mma_backend();
 
 // Grows the workspace that prepared cuda-mma experts keep for `stream` (a cudaStream_t; nullptr
-// is the default stream) to hold batches of up to `max_tokens` tokens, so that later forwards
-// on that stream allocate nothing (required before CUDA graph capture).
-void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens,
-                             void* stream = nullptr);
+// is the legacy default stream) to hold batches of up to `max_tokens` tokens, so that later
+// forwards on that stream allocate nothing (required before CUDA graph capture on it).
+void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens, void* stream);
 
 }  // namespace qmoe

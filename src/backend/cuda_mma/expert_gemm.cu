@@ -42,7 +42,7 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
   // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows stage their
-  // activations (k_loop_staged.cuh) and run two or three CTAs per SM. Each tile dequantizes its
+  // activations (k_loop_staged.cuh) and run one to three CTAs per SM. Each tile dequantizes its
   // expert's codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md
   // run 11), so the tile is the smallest that holds an expert's expected rows. Run 3: 64-row
   // tiles (general loop, one CTA per SM, 235 registers) streamed 0.5 TB/s where 16-row tiles

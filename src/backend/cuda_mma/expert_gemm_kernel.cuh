@@ -45,10 +45,24 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
     staged_k_loop<T, BITS, BM, 1>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
 }
 
+template <int BITS, int BM>
+constexpr size_t expert_gemm_shared_bytes() {
+  return std::max(size_t(kWarps) * WarpRing<BITS, BM>::kBytes,
+                  size_t(kWarps) * BM * kRedStride * sizeof(float));
+}
+
+// CTAs per SM the registers are budgeted for: 3 at 8-row tiles, 2 up to 32 rows, 1 at 64, but
+// never more than the shared memory lets in (228 KB per sm_90 SM, 1 KB of it reserved per CTA;
+// int8 at 32 rows needs 120 KB, so one CTA, and may then use more than 128 registers).
+template <int BITS, int BM>
+constexpr int resident_ctas_target() {
+  constexpr int kByRegisters = BM == 8 ? 3 : BM <= 32 ? 2 : 1;
+  constexpr int kByShared = int((228 * 1024) / (expert_gemm_shared_bytes<BITS, BM>() + 1024));
+  return std::max(1, std::min(kByRegisters, kByShared));
+}
+
 template <class T, int BITS, int BM>
-__global__ void __launch_bounds__(kThreads, BM == 8    ? 3
-                                            : BM <= 32 ? 2
-                                                       : 1)
+__global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k) {
   constexpr int kFrags = BM / 8;
   constexpr int kRingBytes = WarpRing<BITS, BM>::kBytes;
@@ -170,12 +184,6 @@ __global__ void __launch_bounds__(kThreads, BM == 8    ? 3
     }
     __syncthreads();  // red_sh is read; the next item's copies may overwrite it
   }
-}
-
-template <int BITS, int BM>
-constexpr size_t expert_gemm_shared_bytes() {
-  return std::max(size_t(kWarps) * WarpRing<BITS, BM>::kBytes,
-                  size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done

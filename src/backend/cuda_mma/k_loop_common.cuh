@@ -30,7 +30,8 @@ struct WarpRing {
   static constexpr bool kStagesActivations = BM <= 32;
   // cp.async groups complete in order, so the wait for the activations also bounds the codes'
   // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
-  // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32.
+  // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32 rows
+  // of int4 (two), 120 KB at 32 rows of int8 (one).
   static constexpr int kCodeStages = kStagesActivations ? 3 : 4;
   static constexpr int kActStages = kStagesActivations ? 3 : 1;
   static constexpr int kSlotBytes = kLanes * 16;

@@ -135,7 +135,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   flush_group(cur.scale, part, acc);  // the group the range ends in, if it ends mid-group
 }
 
-// Clears this lane's activation slots once per kernel (see issue_activations).
+// Clears this lane's activation slots once per kernel (see the absent rows in issue).
 template <int BITS, int BM>
 __device__ __forceinline__ void zero_activation_slots(uint32_t ring_sh, int lane) {
   using Ring = WarpRing<BITS, BM>;
