@@ -353,9 +353,7 @@ int main(int argc, char** argv) {
                  fmt::format("backends by name ({} is the bf16 cuBLAS baseline)", kBaseline))
       ->delimiter(',')
       ->default_str(backends_default);
-  std::string schemes;
-  for (const Scheme& sc : benchmark_schemes()) schemes += (schemes.empty() ? "" : ", ") + sc.name;
-  app.add_option("--scheme", o.scheme, fmt::format("weight scheme: {}", schemes))
+  app.add_option("--scheme", o.scheme, fmt::format("weight scheme: {}", scheme_names()))
       ->capture_default_str();
   app.add_option("--json", o.json_path, "write JSON lines here (default: after the table)");
   app.add_option("--budget-ms", o.budget_ms, "time spent sampling each row")->capture_default_str();

@@ -29,13 +29,16 @@ const std::vector<Scheme>& benchmark_schemes() {
   return schemes;
 }
 
+std::string scheme_names() {
+  std::string names;
+  for (const Scheme& s : benchmark_schemes()) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
+}
+
 const Scheme& find_scheme(const std::string& name) {
-  std::string known;
-  for (const Scheme& s : benchmark_schemes()) {
+  for (const Scheme& s : benchmark_schemes())
     if (s.name == name) return s;
-    known += (known.empty() ? "" : ", ") + s.name;
-  }
-  throw Error(fmt::format("unknown scheme '{}': known are {}", name, known));
+  throw Error(fmt::format("unknown scheme '{}': known are {}", name, scheme_names()));
 }
 
 WeightView Weight::view() const {

@@ -30,6 +30,7 @@ struct Scheme {
   bool zero_points = false;
 };
 const std::vector<Scheme>& benchmark_schemes();
+std::string scheme_names();  // "int4-g128, ...", for help and errors
 // Throws qmoe::Error naming the schemes that exist.
 const Scheme& find_scheme(const std::string& name);
 

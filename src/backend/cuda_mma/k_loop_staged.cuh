@@ -51,19 +51,21 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
                           ((int64_t(e) * w.strips + strip) * w.chunks + c_begin) * kLanes + lane;
   int64_t act_k = int64_t(span0) * kSpanK + 8 * t;
 
-  // The copies of the iteration starting at chunk c into stage s; kChecked: c may lie within
-  // kChunksPerIter chunks of c_end (the only chunks that need the range check).
+  // The copies of the iteration starting at chunk c into stage s; kChecked: some of its chunks
+  // may lie at or past c_end, so each copy checks (unchecked only while c + kChunksPerIter <=
+  // c_end is known).
   auto issue = [&]<bool kChecked>(int c, int s) {
     const uint32_t code_in = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_in = act_base + s * Ring::kActStageBytes;
 #pragma unroll
-    for (int u = 0; u < kChunksPerIter; ++u)
+    for (int u = 0; u < kChunksPerIter; ++u) {
       if (!kChecked || c + u < c_end)
         copy_async16(code_in + u * Ring::kSlotBytes, code_src + u * kLanes);
-        // Rows past the tile's last pair are neither copied nor cleared: an mma's token column
-        // depends only on that token's activations, and those columns are never stored. Their slots
-        // hold what was written there before (zeros from kernel start, or an earlier item's K-split
-        // sums, which share the memory): initialised, and harmless whatever the values.
+    }
+    // Rows past the tile's last pair are neither copied nor cleared: an mma's token column
+    // depends only on that token's activations, and those columns are never stored. Their slots
+    // hold what was written there before (zeros from kernel start, or an earlier item's K-split
+    // sums, which share the memory): initialised, and harmless whatever the values.
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i)
 #pragma unroll
