@@ -256,6 +256,16 @@ INSTANTIATE_TEST_SUITE_P(
                   .scheme = scheme(8, 32, true),
                   .bias = true,
                   .act_dtype = bf16}},
+        // 32 rows per expert and 125 strips: GEMM1's warps share their activations (one K
+        // slice per CTA), and the last N tile has warps past the last strip.
+        Scenario{"int4_channelwise_m256_e8_top2_tile32_shared",
+                 {.E = 8,
+                  .H = 256,
+                  .I = 1000,
+                  .M = 256,
+                  .top_k = 2,
+                  .scheme = scheme(4, kChannelwise),
+                  .act_dtype = bf16}},
         Scenario{"int8_g64_asym_m256_e8_top2_f16_tile32",
                  {.E = 8,
                   .H = 384,

@@ -80,6 +80,17 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
     if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips;
   }
   plan.warps_k = 8 / plan.strips_per_cta;
+  // Sharing costs a barrier per iteration (and registers); it pays once a warp's own copy of
+  // the activations would be several times its code bytes, the point where L2 bandwidth, not
+  // the SM, set the time (bench/NOTES.md, session 3 runs 4-7: Mixtral M = 128-256 gained
+  // 17-24%, tiles of at most 8 real rows lost 3-8%). Only whole-CTA slices share: with several
+  // K slices of unequal length compute-sanitizer racecheck reported hazards between a slice's
+  // reads and another slice's writes after the __syncthreads that orders them (run 7), which
+  // could not be resolved in time; one slice keeps every warp on the same barriers.
+  const double rows_per_tile = std::min(double(tile_rows), per_expert);
+  constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
+  plan.share_activations = tile_rows >= 16 && plan.warps_k == 1 &&
+                           rows_per_tile * chunk_k(w.bits) * 2 >= 3 * kCodeBytesPerChunk;
   const int64_t n_tiles = (w.strips + plan.strips_per_cta - 1) / plan.strips_per_cta;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   return plan;

@@ -47,16 +47,18 @@ struct GemmPlan {
   int tile_rows = 8;       // tokens per tile: 8, 16, 32 or 64 (the mma's N times 1, 2, 4 or 8)
   int strips_per_cta = 8;  // 16-row weight strips of one work item
   int warps_k = 1;         // warps splitting K inside a work item (8 / strips_per_cta)
-  int grid = 0;            // persistent CTAs
+  bool share_activations = false;  // the warps of a K slice copy its activations once, together
+  int grid = 0;                    // persistent CTAs
 };
 
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
-// full (small batches pay for no empty tile rows), 16 while the layer is bound by weight bytes,
-// 64 beyond.
+// full (small batches pay for no empty tile rows), then the smallest of 16 and 32 that holds an
+// expert's expected rows, 64 beyond 64 rows.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
-// whole waves (decode: split K across warps rather than leave SMs idle), and the grid.
+// whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of
+// a K slice share its activations, and the grid.
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
 

@@ -34,15 +34,16 @@ template <class T, int BITS, int BM>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
                                                 const T* const (&rows)[BM / 8], uint32_t ring_sh,
-                                                float (&acc)[BM / 8][4]) {
+                                                const SliceShare& share, float (&acc)[BM / 8][4]) {
   constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
   const int spans_per_group = int(w.spans_per_group);
   if (spans_per_group % kSpans == 0)
-    staged_k_loop<T, BITS, BM, kSpans>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
+    staged_k_loop<T, BITS, BM, kSpans>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
+                                       acc);
   else if (kSpans % 2 == 0 && spans_per_group % 2 == 0)
-    staged_k_loop<T, BITS, BM, 2>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
+    staged_k_loop<T, BITS, BM, 2>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share, acc);
   else
-    staged_k_loop<T, BITS, BM, 1>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
+    staged_k_loop<T, BITS, BM, 1>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share, acc);
 }
 
 template <int BITS, int BM>
@@ -63,7 +64,8 @@ constexpr int resident_ctas_target() {
 
 template <class T, int BITS, int BM>
 __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
-    expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k) {
+    expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
+                       const bool share_activations) {
   constexpr int kFrags = BM / 8;
   constexpr int kRingBytes = WarpRing<BITS, BM>::kBytes;
   // The warps' rings [warp][kRingBytes]; between K loops the same memory holds the K-split
@@ -72,8 +74,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   float* red_sh = reinterpret_cast<float*>(shared_sh);
   const uint32_t ring_sh = shared_address(shared_sh) + (threadIdx.x / 32) * kRingBytes;
 
-  if constexpr (WarpRing<BITS, BM>::kStagesActivations)
+  if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
     zero_activation_slots<BITS, BM>(ring_sh, threadIdx.x % 32);
+    __syncthreads();  // before the warps of a slice copy into each other's rings
+  }
 
   const PackedWeightView& w = p.w;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -114,20 +118,29 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
-    if (e >= 0 && strip < w.strips && c_begin < c_end) {
+    // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
+    // past N can tell them apart, and in the staged loop such a warp still takes its share of
+    // the copies and barriers (it reads the last strip's codes, and its sums are never stored).
+    if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
+        const SliceShare share = share_activations
+                                     ? SliceShare{shared_address(shared_sh) + kw * kRingBytes,
+                                                  warp / warps_k, strips_per_cta, 1 + kw}
+                                     : SliceShare{ring_sh, 0, 1, 0};
         if (staged_rows)
-          staged_dispatch<T, BITS, BM>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, acc);
+          staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
+                                       ring_sh, share, acc);
+        else if (strip < w.strips)
+          general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
+                                             ring_sh, acc);
+      } else if (strip < w.strips) {
+        if (staged_rows)
+          general_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
+                                            ring_sh, acc);
         else
           general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
                                              ring_sh, acc);
-      } else if (staged_rows) {
-        general_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
-                                          ring_sh, acc);
-      } else {
-        general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
-                                           ring_sh, acc);
       }
     }
 
@@ -216,7 +229,7 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
     expert_gemm_kernel<T, BITS, BM>
         <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(), stream>>>(
-            p, plan.strips_per_cta, plan.warps_k);
+            p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
     return cudaGetLastError();
   });
 }

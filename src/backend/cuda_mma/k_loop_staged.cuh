@@ -7,16 +7,32 @@
 
 namespace qmoe::cuda_mma {
 
+// The warps of a work item that work on the same K slice (one per strip) read the same
+// activations: each copies its share of the slots into the ring of the slice's first warp, and
+// one named barrier per iteration publishes the copies and frees the stage the next copies
+// refill. Copied once per warp instead, the activations of 16- and 32-row tiles were 4-8x the
+// code bytes and L2 bandwidth, not the SM, set the time (bench/NOTES.md, session 3 run 3).
+// Tiles of 8 rows never share (their activations are at most twice their codes, and plan_gemm
+// asks for sharing only at 16 rows and more), so their loop carries none of it.
+template <int BM>
+inline constexpr bool kMayShare = BM >= 16;
+
+struct SliceShare {
+  uint32_t ring_sh;  // ring of the slice's first warp, whose activation stages the slice uses
+  int rank, warps;   // this warp among the slice's warps (a power of two), and their number
+  int barrier;       // named barrier of the slice
+};
+
 // One warp: its strip's chunks [c_begin, c_end) against BM / 8 fragments of 8 token rows.
 // Preconditions: c_begin is a multiple of the ring's chunks per iteration, and kFlushSpans
 // divides both the spans of an iteration and the spans of a group. Groups then end only at
 // flush points (every kFlushSpans spans), so the group cursor moves once per flush point, not
-// once per span.
+// once per span. Every warp of the slice must call it with the same range (barriers).
 template <class T, int BITS, int BM, int kFlushSpans>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
                                               const T* const (&rows)[BM / 8], uint32_t ring_sh,
-                                              float (&acc)[BM / 8][4]) {
+                                              const SliceShare& share, float (&acc)[BM / 8][4]) {
   using Ring = WarpRing<BITS, BM>;
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
@@ -42,14 +58,26 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   scale_at += group_stride;
   if (zero_at) zero_at += group_stride;
 
-  // Stage s of this lane's ring: codes at code_base + s * kCodeStageBytes, activations at
+  // Stage s: this warp's codes at code_base + s * kCodeStageBytes, the slice's activations at
   // act_base + s * kActStageBytes. Iteration i reads stage i % kStages and refills the stage
   // read by iteration i - 1 with iteration i + kLead's copies.
   const uint32_t code_base = ring_sh + lane * 16;
-  const uint32_t act_base = code_base + kStages * Ring::kCodeStageBytes;
+  const uint32_t act_base =
+      (kMayShare<BM> ? share.ring_sh : ring_sh) + kStages * Ring::kCodeStageBytes + lane * 16;
   const uint4* code_src = static_cast<const uint4*>(w.codes) +
                           ((int64_t(e) * w.strips + strip) * w.chunks + c_begin) * kLanes + lane;
   int64_t act_k = int64_t(span0) * kSpanK + 8 * t;
+  // Activation slot q = i * kFrags + f (span i, fragment f) is this warp's to copy when
+  // q % share.warps == share.rank.
+  constexpr int kSlots = kSpansPerIter * kFrags;
+  static_assert(kSlots <= 32);
+  uint32_t my_slots = ~0u;
+  if constexpr (kMayShare<BM>) {
+    my_slots = 0;
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q)
+      if ((q & (share.warps - 1)) == share.rank) my_slots |= 1u << q;
+  }
 
   // The copies of the iteration starting at chunk c into stage s; kChecked: some of its chunks
   // may lie at or past c_end, so each copy checks (unchecked only while c + kChunksPerIter <=
@@ -70,14 +98,17 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     for (int i = 0; i < kSpansPerIter; ++i)
 #pragma unroll
       for (int f = 0; f < kFrags; ++f)
-        if (rows[f] && (!kChecked || c + i / kSpansPerChunk < c_end))
+        if (rows[f] && (my_slots >> (i * kFrags + f) & 1u) &&
+            (!kChecked || c + i / kSpansPerChunk < c_end))
           copy_async16(act_in + (i * kFrags + f) * Ring::kSlotBytes, rows[f] + act_k + i * kSpanK);
     code_src += kChunksPerIter * kLanes;
     act_k += kSpansPerIter * kSpanK;
     copy_async_commit();
   };
-  // Prologue: iterations 0 .. kLead - 1 into stages 0 .. kLead - 1. Each iteration then commits
-  // one more group and waits until kLead groups remain pending, which completes its own copies.
+  // Prologue: iterations 0 .. kLead - 1 into stages 0 .. kLead - 1. Iteration i then waits
+  // until kLead - 1 of its groups remain pending (its own copies for stage i have landed), meets
+  // the slice at the barrier (everyone's copies for stage i have landed, and everyone is done
+  // reading stage i - 1), and only then refills stage i - 1.
 #pragma unroll
   for (int s = 0; s < kLead; ++s) issue.template operator()<true>(c_begin + s * kChunksPerIter, s);
 
@@ -87,8 +118,10 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // The iteration starting at chunk c0, reading stage s; kTail: the last one, which may hold
   // fewer than kSpansPerIter spans; kChecked as for issue (of the copies it issues).
   auto iteration = [&]<bool kTail, bool kChecked>(int c0, int s) {
+    copy_async_wait<kLead - 1>();
+    if constexpr (kMayShare<BM>)
+      if (share.warps > 1) sync_named(share.barrier, share.warps * kLanes);
     issue.template operator()<kChecked>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
-    copy_async_wait<kLead>();
     const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_out = act_base + s * Ring::kActStageBytes;
     uint4 now[kChunksPerIter];
