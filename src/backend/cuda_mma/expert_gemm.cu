@@ -63,34 +63,41 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const double per_expert = pairs / std::max(hit, 1.0);
   const double tiles = std::min(double(max_tiles), hit * std::ceil(per_expert / tile_rows));
 
-  // Time ~ waves x (start-up + chunks per warp). A work item starts with a dependent chain
-  // (tile expert -> first codes) during which its warps have nothing in flight, worth about
-  // kStartupChunks chunk-times; splitting K across more warps shortens each item but adds items
-  // and start-ups. Measured (bench/NOTES.md): long K loops beat full last waves at decode.
+  // Time ~ waves x (start-up + chunks per warp x chunk-time). A work item starts with a
+  // dependent chain (tile expert -> first codes) during which its warps have nothing in flight,
+  // worth about kStartupChunks chunk-times; splitting K across more warps shortens each item but
+  // adds items and start-ups. Measured (bench/NOTES.md): long K loops beat full last waves at
+  // decode.
   constexpr double kStartupChunks = 12;
+  // A chunk-time is the SM's issue time for a chunk, unless L2 is slower: besides the codes it
+  // carries each warp's copy of the activations, act_ratio bytes per code byte. Session 3 run
+  // 3: at act_ratio 8 (32-row tiles) Mixtral M=128 took ~3.1x its issue-bound time, so L2
+  // catches up with issue near a ratio of kL2Ratio. Sharing (one copy per CTA, possible when the
+  // CTA is one K slice) divides the ratio by the warps; it paid in every run at ratio 8 and
+  // moved between -17% and +5% at ratio 4 (runs 4-7), hence kShareRatio. Only whole-CTA slices
+  // share: with several K slices of unequal length compute-sanitizer racecheck reported hazards
+  // that a second reader traced to the tool's barrier counting, not to the code (NOTES, runs
+  // 4-7), which is yet to be confirmed on a GPU.
+  constexpr double kL2Ratio = 2.5, kShareRatio = 6;
+  constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
+  const double rows_per_tile = std::min(double(tile_rows), per_expert);
+  const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
+  const bool may_share = tile_rows >= 16 && act_ratio >= kShareRatio;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;
   for (int strips : {8, 4, 2, 1}) {
     const int warps_k = 8 / strips;
     if (strips < 8 && w.chunks < warps_k) break;  // at least one chunk per warp
+    const bool shares = may_share && warps_k == 1;
+    const double chunk_time = std::max(1.0, (shares ? act_ratio / strips : act_ratio) / kL2Ratio);
     const double items = tiles * std::ceil(double(w.strips) / strips);
-    const double cost =
-        std::ceil(items / resident) * (kStartupChunks + std::ceil(double(w.chunks) / warps_k));
+    const double cost = std::ceil(items / resident) *
+                        (kStartupChunks + std::ceil(double(w.chunks) / warps_k) * chunk_time);
     if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips;
   }
   plan.warps_k = 8 / plan.strips_per_cta;
-  // Sharing costs a barrier per iteration (and registers); it pays once a warp's own copy of
-  // the activations would be several times its code bytes, the point where L2 bandwidth, not
-  // the SM, set the time (bench/NOTES.md, session 3 runs 4-7: Mixtral M = 128-256 gained
-  // 17-24%, tiles of at most 8 real rows lost 3-8%). Only whole-CTA slices share: with several
-  // K slices of unequal length compute-sanitizer racecheck reported hazards between a slice's
-  // reads and another slice's writes after the __syncthreads that orders them (run 7), which
-  // could not be resolved in time; one slice keeps every warp on the same barriers.
-  const double rows_per_tile = std::min(double(tile_rows), per_expert);
-  constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
-  plan.share_activations = tile_rows >= 16 && plan.warps_k == 1 &&
-                           rows_per_tile * chunk_k(w.bits) * 2 >= 3 * kCodeBytesPerChunk;
+  plan.share_activations = may_share && plan.warps_k == 1;
   const int64_t n_tiles = (w.strips + plan.strips_per_cta - 1) / plan.strips_per_cta;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   return plan;
