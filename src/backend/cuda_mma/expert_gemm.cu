@@ -76,13 +76,14 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // CTA is one K slice) divides the ratio by the warps; it paid in every run at ratio 8 and
   // moved between -17% and +5% at ratio 4 (runs 4-7), hence kShareRatio. Only whole-CTA slices
   // share: with several K slices of unequal length compute-sanitizer racecheck reported hazards
-  // that a second reader traced to the tool's barrier counting, not to the code (NOTES, runs
-  // 4-7), which is yet to be confirmed on a GPU.
+  // that no reading of the code explains, and a probe of the suspected tool behaviour (unequal
+  // named-barrier counts per warp) came out clean (bench/NOTES.md, session 4 run 1), so the
+  // unexplained case stays off.
   constexpr double kL2Ratio = 2.5, kShareRatio = 6;
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
   const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
-  const bool may_share = tile_rows >= 16 && act_ratio >= kShareRatio;
+  const bool may_share = tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;

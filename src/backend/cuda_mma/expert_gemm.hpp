@@ -42,6 +42,10 @@ struct GemmProblem {
   int64_t act_cols = 0;
 };
 
+// Tiles from this many rows up may share each K slice's activations among its warps
+// (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
+inline constexpr int kMinSharedTileRows = 32;
+
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.
 struct GemmPlan {
   int tile_rows = 8;       // tokens per tile: 8, 16, 32 or 64 (the mma's N times 1, 2, 4 or 8)

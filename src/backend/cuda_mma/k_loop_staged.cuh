@@ -3,6 +3,7 @@
 // 16-byte aligned and inside K): codes and activations both stream through the warp's ring, and
 // the loop carries as little bookkeeping per byte as possible, because at decode the SM's issue
 // rate, not DRAM, was the limit (bench/NOTES.md run 7: 259 instructions per 1 KB of codes).
+#include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_common.cuh"
 
 namespace qmoe::cuda_mma {
@@ -12,10 +13,11 @@ namespace qmoe::cuda_mma {
 // one named barrier per iteration publishes the copies and frees the stage the next copies
 // refill. Copied once per warp instead, the activations of 16- and 32-row tiles were 4-8x the
 // code bytes and L2 bandwidth, not the SM, set the time (bench/NOTES.md, session 3 run 3).
-// Tiles of 8 rows never share (their activations are at most twice their codes, and plan_gemm
-// asks for sharing only at 16 rows and more), so their loop carries none of it.
+// Only tiles of kMinSharedTileRows rows and more share (plan_gemm, expert_gemm.hpp), so the
+// smaller tiles' loop carries none of it: at 16 rows the barrier-ready loop alone cost 3-4%
+// where nothing was shared (session 4 run 1).
 template <int BM>
-inline constexpr bool kMayShare = BM >= 16;
+inline constexpr bool kMayShare = BM >= kMinSharedTileRows;
 
 struct SliceShare {
   uint32_t ring_sh;  // ring of the slice's first warp, whose activation stages the slice uses
