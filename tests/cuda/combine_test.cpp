@@ -85,6 +85,10 @@ TEST(CudaCombine, WeightedSumAcrossShapes) {
           run_case({.M = M, .k = k, .H = H, .dtype = t}, seed++);
         }
   run_case({.M = 8192, .k = 8, .H = 64}, seed++);
+  // More than one batch of rows per token (the kernel reads 8 at a time), the last one partial.
+  run_case({.M = 5, .k = 19, .H = 2048}, seed++);
+  run_case({.M = 3, .k = 9, .H = 7, .dtype = DType::f16, .weights = false}, seed++);
+  run_case({.M = 40, .k = 16, .H = 264, .permuted = true, .dropped = 0.4}, seed++);
 }
 
 TEST(CudaCombine, WeightsAlreadyApplied) {
