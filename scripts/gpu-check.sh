@@ -69,7 +69,11 @@ step configure "$out/build.log" "$(upto 120)" "$cmake" "${configure_args[@]}" ||
 # Only what runs here: the benchmark, the qmoe tool and every test executable of a CUDA area.
 targets=(moe_bench qmoe_cli $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
-step build "$out/build.log" $(($(left) - 200)) "$cmake" --build "$build" --parallel "$nproc" \
+# The build leaves 200 s for the steps after it, but never gets less than 120 s (or what is
+# left): with a short DEADLINE_S it was skipped outright, and so was everything after it.
+build_limit=$(($(left) - 200))
+[ "$build_limit" -ge 120 ] || build_limit=$(upto 120)
+step build "$out/build.log" "$build_limit" "$cmake" --build "$build" --parallel "$nproc" \
   --target "${targets[@]}" || exit 1
 
 step ctest "$out/ctest.log" "$(upto 150)" ctest --test-dir "$build" -L cuda --output-on-failure \
