@@ -266,6 +266,17 @@ INSTANTIATE_TEST_SUITE_P(
                   .top_k = 2,
                   .scheme = scheme(4, kChannelwise),
                   .act_dtype = bf16}},
+        // The same sharing over 16 chunks of K (GEMM1: 8 strips x 1 slice by the plan's
+        // model), so the shared loop runs whole unchecked trips, not only its checked tail;
+        // GEMM2's K (992) is not whole chunks, so it must not share.
+        Scenario{"int4_g32_m256_e8_top2_tile32_shared_long_k",
+                 {.E = 8,
+                  .H = 1024,
+                  .I = 992,
+                  .M = 256,
+                  .top_k = 2,
+                  .scheme = scheme(4, 32),
+                  .act_dtype = bf16}},
         Scenario{"int8_g64_asym_m256_e8_top2_f16_tile32",
                  {.E = 8,
                   .H = 384,

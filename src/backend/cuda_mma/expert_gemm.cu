@@ -83,7 +83,10 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
   const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
-  const bool may_share = tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
+  // Only the staged loop shares; counting on it elsewhere charged every split but 8 strips x 1
+  // slice the unshared ratio and so picked 8 strips for nothing (session 4 review).
+  const bool staged = tile_rows <= kMaxStagedTileRows && !w.k_source && w.K % chunk_k(w.bits) == 0;
+  const bool may_share = staged && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;

@@ -42,6 +42,9 @@ struct GemmProblem {
   int64_t act_cols = 0;
 };
 
+// Tiles of up to this many rows take the staged K loop (k_loop_staged.cuh) when the layer has
+// no act-order and its K is whole chunks; the rest take the general loop, which shares nothing.
+inline constexpr int kMaxStagedTileRows = 32;
 // Tiles from this many rows up may share each K slice's activations among its warps
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;

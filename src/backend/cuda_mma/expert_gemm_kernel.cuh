@@ -122,8 +122,9 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
-    // past N can tell them apart, and in the staged loop such a warp still takes its share of
-    // the copies and barriers (it reads the last strip's codes, and its sums are never stored).
+    // past N can tell them apart. When the slice shares its activations such a warp still
+    // takes its share of the copies and barriers (it reads the last strip's codes, and its sums
+    // are never stored); otherwise it has nothing to do.
     if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
@@ -131,10 +132,11 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
                                      ? SliceShare{shared_address(shared_sh) + kw * kRingBytes,
                                                   warp / warps_k, strips_per_cta, 1 + kw}
                                      : SliceShare{ring_sh, 0, 1, 0};
-        if (staged_rows)
-          staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
-                                       ring_sh, share, acc);
-        else if (strip < w.strips)
+        if (staged_rows) {
+          if (strip < w.strips || share_activations)
+            staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
+                                         ring_sh, share, acc);
+        } else if (strip < w.strips)
           general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
                                              ring_sh, acc);
       } else if (strip < w.strips) {

@@ -3,6 +3,7 @@
 // the warp's shared-memory ring, group scale/zero handling and the mma of one span.
 #include <cstdint>
 
+#include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/layout.hpp"
 #include "backend/cuda_mma/mma_primitives.cuh"
 
@@ -27,7 +28,7 @@ template <int BITS, int BM>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
-  static constexpr bool kStagesActivations = BM <= 32;
+  static constexpr bool kStagesActivations = BM <= kMaxStagedTileRows;
   // cp.async groups complete in order, so the wait for the activations also bounds the codes'
   // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
   // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32 rows
