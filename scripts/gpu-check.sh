@@ -95,7 +95,8 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile32 \
   int4_g128_asym_m1_e4_top4_long_k \
   int4_channelwise_m256_e8_top2_tile32_shared int4_g32_m256_e8_top2_tile32_shared_long_k \
   int8_g64_asym_m256_e8_top2_f16_tile32 int4_g32_asym_m7_e256_top8 int4_act_order_g32_m7_e8_top2 \
-  int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias; do
+  int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias \
+  int4_g32_asym_silu_bias_h64_warp_epilogue; do
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams'

@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const int tile_n = strips_per_cta * kStripRows;
   const int tile_n_log2 = __ffs(tile_n) - 1;  // strips_per_cta is a power of two
 
+  const bool own_sums = warps_k == 1 && !(kMayShare<BM> && share_activations);
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
@@ -150,6 +151,52 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
+    T* out = static_cast<T*>(p.out);
+    if (own_sums) {
+      // One warp per strip and no ring read by another warp: the warp finishes its strip from
+      // its registers and goes on to its next item. No barrier ends the item, so the warps of a
+      // CTA drift apart and one warp's start-up overlaps the others' streaming (the end-of-item
+      // barriers held 10% of the decode stall samples, bench/NOTES.md session 4 run 3).
+      if (e < 0 || strip >= w.strips) continue;
+      const int64_t n0 = strip * kStripRows;
+      // One (fragment, token) at a time, not unrolled: the body (activation included) appears
+      // once in the code, and the values are picked from acc by constant indices (selects), so
+      // acc stays in registers.
+#pragma unroll 1
+      for (int q = 0; q < 2 * kFrags; ++q) {
+        const int r = tile * BM + 8 * (q / 2) + 2 * t + q % 2;
+        const int32_t pair = p.sorted_pair_ids[r];
+        if (pair >= p.num_pairs) continue;
+        // Rows g and g + 8 of the strip (a gate row and its up row under gated fusion).
+        float v[2] = {0.f, 0.f};
+#pragma unroll
+        for (int f = 0; f < kFrags; ++f)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            if (q == 2 * f + j) v[0] = acc[f][j], v[1] = acc[f][2 + j];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (p.topk_weights) v[h] *= p.topk_weights[pair];
+          if (w.bias) v[h] += w.bias[int64_t(e) * w.N + n0 + g + 8 * h];
+        }
+        T* row_out = out + int64_t(r) * p.out_stride;
+        if (p.fuse_activation && gated_kind(p.activation)) {
+          const int64_t o = strip * 8 + g;
+          if (o < p.act_cols)
+            row_out[o] =
+                MmaType<T>::from_float(apply_gated(p.activation, v[0], v[1], p.activation_params));
+          continue;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t n = n0 + g + 8 * h;
+          if (n < w.N)
+            row_out[n] =
+                MmaType<T>::from_float(p.fuse_activation ? apply_single(p.activation, v[h]) : v[h]);
+        }
+      }
+      continue;
+    }
     __syncthreads();  // every warp's K loop is done: its ring may now hold red_sh
     float* mine = red_sh + warp * BM * kRedStride;
 #pragma unroll
@@ -162,7 +209,6 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     }
     __syncthreads();
 
-    T* out = static_cast<T*>(p.out);
     // Packed row n_local of this N tile for token row tok, finished: the warps_k partial sums
     // in a fixed order, then router weight and bias.
     auto finished = [&](int n_local, int tok, int32_t pair) {
