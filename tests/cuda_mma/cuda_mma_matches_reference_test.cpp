@@ -367,14 +367,15 @@ INSTANTIATE_TEST_SUITE_P(
                   .activation = Activation::swigluoai_uninterleave,
                   .bias = true,
                   .act_dtype = bf16}},
-        // H 64 is one chunk of K, so GEMM1 runs one warp per strip and each warp finishes its
-        // strip from its registers (no K split, nothing shared): gated with bias and zero
-        // points; a no_mul kind with the router weight on the input, N not whole strips, f16.
+        // H 64 is one chunk of K, so GEMM1 runs one warp per strip and, at 16-row tiles, each
+        // warp finishes its strip from its registers (no K split, nothing shared): gated with
+        // bias and zero points; a no_mul kind with the router weight on the input, N not whole
+        // strips, f16.
         Scenario{"int4_g32_asym_silu_bias_h64_warp_epilogue",
                  {.E = 8,
                   .H = 64,
                   .I = 96,
-                  .M = 5,
+                  .M = 40,
                   .top_k = 2,
                   .scheme = scheme(4, 32, true),
                   .bias = true,
@@ -383,7 +384,7 @@ INSTANTIATE_TEST_SUITE_P(
                  {.E = 8,
                   .H = 64,
                   .I = 40,
-                  .M = 9,
+                  .M = 100,
                   .top_k = 1,
                   .scheme = scheme(4, kChannelwise),
                   .activation = relu2,

@@ -99,7 +99,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const int tile_n = strips_per_cta * kStripRows;
   const int tile_n_log2 = __ffs(tile_n) - 1;  // strips_per_cta is a power of two
 
-  const bool own_sums = warps_k == 1 && !(kMayShare<BM> && share_activations);
+  // Not at 8-row tiles: there the registers are capped at 80 (three CTAs per SM), and with this
+  // epilogue compiled in, the item loop spilled 4x more and 8-row rows ran 5-7% slower even
+  // where the plan splits K and the epilogue never runs (session 5 run 4).
+  const bool own_sums = BM >= 16 && warps_k == 1 && !(kMayShare<BM> && share_activations);
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
     T* out = static_cast<T*>(p.out);
-    if (own_sums) {
+    if (BM >= 16 && own_sums) {
       // One warp per strip and no ring read by another warp: the warp finishes its strip from
       // its registers and goes on to its next item. No barrier ends the item, so the warps of a
       // CTA drift apart and one warp's start-up overlaps the others' streaming (the end-of-item
