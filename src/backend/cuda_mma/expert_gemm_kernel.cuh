@@ -70,9 +70,9 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   constexpr int kRingBytes = WarpRing<BITS, BM>::kBytes;
   // The warps' rings [warp][kRingBytes]; between K loops the same memory holds the K-split
   // partial sums red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
-  // Keep this the kernel's only shared memory: adding a static __shared__ array of 80 bytes
-  // made 8- and 16-row tiles 2x slower (bench/NOTES.md, session 4 runs 5-6). It also moves the
-  // rings off 128-byte alignment, the suspected cause, which no run has confirmed yet.
+  // The rings must start 128-byte aligned: 80 bytes of static __shared__ memory ahead of them
+  // made 8- and 16-row tiles 2x slower, and the same 80 bytes with this array declared
+  // __align__(128) cost nothing (bench/NOTES.md, session 4 runs 5-6, session 5 run 1).
   extern __shared__ uint4 shared_sh[];
   float* red_sh = reinterpret_cast<float*>(shared_sh);
   const uint32_t ring_sh = shared_address(shared_sh) + (threadIdx.x / 32) * kRingBytes;
