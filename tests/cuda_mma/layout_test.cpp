@@ -80,7 +80,8 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
     for (int64_t grp = 0; grp < v.groups; ++grp)
       for (int64_t s = 0; s < v.strips; ++s)
         for (int g = 0; g < 8; ++g) {
-          const size_t at = size_t(((e * v.groups + grp) * v.strips + s) * 8 + g);
+          // Strip-major, written out here rather than through group_pair_index.
+          const size_t at = size_t(((e * v.strips + s) * v.groups + grp) * 8 + g);
           for (int half = 0; half < 2; ++half) {
             const int64_t n = source(s * 16 + g + 8 * half);
             if (n < 0) continue;
@@ -96,9 +97,9 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
             }
           }
         }
-  // Two padding groups after the last expert's last group, which the staged loop may load.
-  const size_t groups_stored = size_t(w.E * v.groups + 2);
-  ASSERT_EQ(p.scale_pairs.size(), groups_stored * size_t(v.strips * 8));
+  // Two padding groups after the last strip's last group, which the staged loop may load.
+  const size_t groups_stored = size_t(w.E * v.strips * v.groups + 2);
+  ASSERT_EQ(p.scale_pairs.size(), groups_stored * 8);
   if (w.scheme.has_zero_points()) {
     ASSERT_EQ(p.zero_pairs.size(), p.scale_pairs.size());
   }

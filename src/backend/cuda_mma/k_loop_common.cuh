@@ -57,7 +57,8 @@ struct GroupParams {
 __device__ __forceinline__ RawGroup load_group(const uint32_t* scale_base,
                                                const uint16_t* zero_base, int64_t at, int bits) {
   const uint32_t mid = 1u << (bits - 1);
-  return {scale_base[at], zero_base ? uint32_t(zero_base[at]) : mid | mid << 8};
+  return {load_line_hinted(scale_base + at),
+          zero_base ? load_line_hinted(zero_base + at) : mid | mid << 8};
 }
 
 template <class T, int BITS>

@@ -71,10 +71,10 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
   const int32_t* span_group = PLAIN          ? nullptr
                               : w.span_group ? w.span_group + int64_t(e) * (w.K_pad / kSpanK)
                                              : nullptr;
-  const int64_t group_stride = w.strips * 8;
-  const uint32_t* scale_base = w.scale_pairs + int64_t(e) * w.groups * group_stride + strip * 8 + g;
-  const uint16_t* zero_base =
-      w.zero_pairs ? w.zero_pairs + int64_t(e) * w.groups * group_stride + strip * 8 + g : nullptr;
+  constexpr int group_stride = kGroupPairStride;
+  const int64_t first = group_pair_index(e, strip, 0, g, w.strips, w.groups);
+  const uint32_t* scale_base = w.scale_pairs + first;
+  const uint16_t* zero_base = w.zero_pairs ? w.zero_pairs + first : nullptr;
   const int last_group = int(w.groups) - 1;
   const int spans_per_group = int(w.spans_per_group);
 

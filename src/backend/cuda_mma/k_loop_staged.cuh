@@ -49,9 +49,8 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // loads past the warp's last group need no check). Symmetric weights keep their zero offsets.
   const int spans_per_group = int(w.spans_per_group);
   const int span0 = c_begin * kSpansPerChunk;
-  const int64_t group_stride = w.strips * 8;
-  const int64_t first =
-      (int64_t(e) * w.groups + span0 / spans_per_group) * group_stride + strip * 8 + g;
+  constexpr int group_stride = kGroupPairStride;
+  const int64_t first = group_pair_index(e, strip, span0 / spans_per_group, g, w.strips, w.groups);
   const uint32_t* scale_at = w.scale_pairs + first;
   const uint16_t* zero_at = w.zero_pairs ? w.zero_pairs + first : nullptr;
   int left = (spans_per_group - span0 % spans_per_group) / kFlushSpans;  // flush points
@@ -148,11 +147,11 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
         flush_group(cur.scale, part, acc);
         cur.scale = unpack_scales(ahead.scales, w.scales_bf16);
         scale_at += group_stride;
-        ahead.scales = *scale_at;
+        ahead.scales = load_line_hinted(scale_at);
         if (zero_at) {
           cur.zeros = zero_offsets<T, BITS>(ahead.zeros & 0xff, ahead.zeros >> 8);
           zero_at += group_stride;
-          ahead.zeros = *zero_at;
+          ahead.zeros = load_line_hinted(zero_at);
         }
         left = spans_per_group / kFlushSpans;
       }

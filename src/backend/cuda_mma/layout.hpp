@@ -34,10 +34,13 @@
 //
 // Arrays (E = experts, S = strips, C = chunks, G = groups):
 //   codes        [E][S][C][32 lanes][16 bytes]  a warp's 512 contiguous bytes per (strip, chunk)
-//   scale_pairs  [E][G][S][8] u32: low half = scale of row n0+g, high half = row n0+g+8, as
+//   scale_pairs  [E][S][G][8] u32: low half = scale of row n0+g, high half = row n0+g+8, as
 //                f16 or bf16 bits (whichever the checkpoint stored: lossless)
-//   zero_pairs   [E][G][S][8] u16: low byte = zero of row n0+g, high byte = row n0+g+8
-//                (both followed by two groups [S][8] of zeros: loads run a group ahead)
+//   zero_pairs   [E][S][G][8] u16: low byte = zero of row n0+g, high byte = row n0+g+8
+//                (both followed by two groups [8] of zeros: loads run a group ahead, past a
+//                strip's last group into the next strip's first, or into these). Strip-major:
+//                a strip's consecutive groups share 128-byte lines (4 groups of scales), so a
+//                warp walking K finds the next groups' scales already in L2.
 //   bias         [E][N] f32
 // Act-order (g_idx): each expert's input channels are sorted by group and every group is padded
 // to whole spans, giving the logical k order; then
@@ -61,6 +64,14 @@ inline constexpr int kLanes = 32;
 inline constexpr int kChunkBytesPerLane = 16;
 
 QMOE_MMA_HOST_DEVICE constexpr int chunk_k(int bits) { return bits == 4 ? 64 : 32; }
+
+// Where the scale pair (zero pair) of (expert e, strip, group, g) sits, and the step from one
+// group of a strip to the next.
+inline constexpr int kGroupPairStride = 8;
+QMOE_MMA_HOST_DEVICE constexpr int64_t group_pair_index(int64_t e, int64_t strip, int64_t group,
+                                                        int g, int64_t strips, int64_t groups) {
+  return ((e * strips + strip) * groups + group) * kGroupPairStride + g;
+}
 QMOE_MMA_HOST_DEVICE constexpr int spans_per_chunk(int bits) { return chunk_k(bits) / kSpanK; }
 
 // Where logical k (within its span) sits in the fragments: the lane's t, the step jj, and the

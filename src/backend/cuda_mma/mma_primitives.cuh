@@ -42,6 +42,19 @@ __device__ __forceinline__ void store_shared16(uint32_t dst_sh, uint4 v) {
                "r"(v.z), "r"(v.w));
 }
 
+// Read-only loads that ask L2 to fetch the whole 128-byte line: a strip's next groups of scales
+// (zero points) sit in that line (layout.hpp), so the loads a group later hit L2, not DRAM.
+__device__ __forceinline__ uint32_t load_line_hinted(const uint32_t* p) {
+  uint32_t v;
+  asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t load_line_hinted(const uint16_t* p) {
+  uint16_t v;
+  asm("ld.global.nc.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }

@@ -200,14 +200,14 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
   const int64_t G = v.groups;
   // Two groups of padding after the last: the staged K loop loads scales a group ahead without
   // checking for the end, and at a range's last flush that reaches two groups past it.
-  p.scale_pairs.assign(size_t((w.E * G + 2) * v.strips * 8), 0);
+  p.scale_pairs.assign(size_t((w.E * v.strips * G + 2) * kGroupPairStride), 0);
   if (zeros) p.zero_pairs.assign(p.scale_pairs.size(), 0);
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t grp = 0; grp < G; ++grp)
       for (int64_t s = 0; s < v.strips; ++s)
         for (int g = 0; g < 8; ++g) {
           const int64_t n_lo = source(s * kStripRows + g), n_hi = source(s * kStripRows + g + 8);
-          const size_t at = size_t(((e * G + grp) * v.strips + s) * 8 + g);
+          const size_t at = size_t(group_pair_index(e, s, grp, g, v.strips, G));
           uint32_t pair = 0;
           uint16_t zpair = 0;
           if (n_lo >= 0) {
