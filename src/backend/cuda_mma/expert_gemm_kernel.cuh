@@ -180,7 +180,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (p.topk_weights) v[h] *= p.topk_weights[pair];
-          if (w.bias) v[h] += w.bias[int64_t(e) * w.N + n0 + g + 8 * h];
+          // Rows past N (a partial last strip) have no bias: bias is [E][N].
+          if (w.bias && n0 + g + 8 * h < w.N) v[h] += w.bias[int64_t(e) * w.N + n0 + g + 8 * h];
         }
         T* row_out = out + int64_t(r) * p.out_stride;
         if (p.fuse_activation && gated_kind(p.activation)) {
