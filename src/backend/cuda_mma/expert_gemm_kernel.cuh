@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
     T* out = static_cast<T*>(p.out);
-    if (BM >= 16 && own_sums) {
+    if (own_sums) {
       // One warp per strip and no ring read by another warp: the warp finishes its strip from
       // its registers and goes on to its next item. No barrier ends the item, so the warps of a
       // CTA drift apart and one warp's start-up overlaps the others' streaming (the end-of-item
