@@ -40,23 +40,29 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 
 }  // namespace
 
+int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
+  while (tile_rows > 8 && resident_ctas(dtype, bits, tile_rows) == 0) tile_rows /= 2;
+  return tile_rows;
+}
+
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows stage their
-  // activations (k_loop_staged.cuh) and run one to three CTAs per SM. Each tile dequantizes its
-  // expert's codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md
-  // run 11), so the tile is the smallest that holds an expert's expected rows. Run 3: 64-row
-  // tiles (general loop, one CTA per SM, 235 registers) streamed 0.5 TB/s where 16-row tiles
-  // streamed 1.3-1.7 TB/s, so 32-row tiles take every expert with up to 64 rows.
-  const double rows_per_expert = double(M) * top_k / double(E);
+  // Up to ~64 rows per expert the forward is weight bytes: every tile dequantizes its expert's
+  // codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run
+  // 11), so one tile should hold an expert's rows. An expert's rows are binomial(M, top_k / E):
+  // sized for the mean alone, 32-row tiles at Mixtral M = 128 (32 rows per expert on average)
+  // gave about half the experts a second tile that re-streamed their weights. So from 16 rows
+  // up the tile holds the mean plus two standard deviations.
+  const double p = double(top_k) / double(E);
+  const double rows_per_expert = double(M) * p;
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;
-  if (rows_per_expert <= 64) return 32;
-  return 64;
+  const double likely_most = rows_per_expert + 2.0 * std::sqrt(double(M) * p * (1.0 - p));
+  return likely_most <= 32 ? 32 : 64;
 }
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
-  const int resident = resident_ctas(dtype, w.bits, tile_rows);
+  const int resident = std::max(1, resident_ctas(dtype, w.bits, tile_rows));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));

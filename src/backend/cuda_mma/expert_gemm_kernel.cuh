@@ -296,9 +296,11 @@ int ctas_per_sm_typed(int bits, int tile_rows) {
     if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
                                                       expert_gemm_shared_bytes<BITS, BM>()) !=
-            cudaSuccess)
-      return 1;
-    return n > 0 ? n : 1;
+            cudaSuccess) {
+      cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
+      return 0;
+    }
+    return n;
   });
 }
 
