@@ -46,18 +46,18 @@ int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
 }
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: every tile dequantizes its expert's
-  // codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run
-  // 11), so one tile should hold an expert's rows. An expert's rows are binomial(M, top_k / E):
-  // sized for the mean alone, 32-row tiles at Mixtral M = 128 (32 rows per expert on average)
-  // gave about half the experts a second tile that re-streamed their weights. So from 16 rows
-  // up the tile holds the mean plus two standard deviations.
-  const double p = double(top_k) / double(E);
-  const double rows_per_expert = double(M) * p;
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows run two or
+  // three CTAs per SM. Each tile dequantizes its expert's codes again, and at decode the
+  // dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so the tile is the smallest
+  // that holds an expert's expected rows, up to 32. Sized for the mean plus two standard
+  // deviations instead (64-row tiles at Mixtral M = 128, so that no expert takes a second tile),
+  // the forward ran 24-31% slower (session 6 runs 1-2): from 32 rows up the time follows the tile
+  // rows computed, padding included, and a 64-row tile runs one CTA per SM.
+  const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;
-  const double likely_most = rows_per_expert + 2.0 * std::sqrt(double(M) * p * (1.0 - p));
-  return likely_most <= 32 ? 32 : 64;
+  if (rows_per_expert <= 64) return 32;
+  return 64;
 }
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
@@ -89,9 +89,10 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
   const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
-  // Only the staged loop shares; counting on it elsewhere charged every split but 8 strips x 1
-  // slice the unshared ratio and so picked 8 strips for nothing (session 4 review).
-  const bool staged = tile_rows <= kMaxStagedTileRows && !w.k_source && w.K % chunk_k(w.bits) == 0;
+  // Only the staged loop shares, and it runs where the layer has no act-order and its K is whole
+  // chunks; counting on sharing elsewhere charged every split but 8 strips x 1 slice the
+  // unshared ratio and so picked 8 strips for nothing (session 4 review).
+  const bool staged = !w.k_source && w.K % chunk_k(w.bits) == 0;
   const bool may_share = staged && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   GemmPlan plan;
   plan.tile_rows = tile_rows;

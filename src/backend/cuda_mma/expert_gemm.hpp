@@ -42,9 +42,6 @@ struct GemmProblem {
   int64_t act_cols = 0;
 };
 
-// Tiles of up to this many rows take the staged K loop (k_loop_staged.cuh) when the layer has
-// no act-order and its K is whole chunks; the rest take the general loop, which shares nothing.
-inline constexpr int kMaxStagedTileRows = 64;
 // Tiles from this many rows up may share each K slice's activations among its warps
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
@@ -59,8 +56,8 @@ struct GemmPlan {
 };
 
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
-// full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, then 32
-// while that holds the expected rows plus two standard deviations, else 64.
+// full (small batches pay for no empty tile rows), then the smallest of 16 and 32 that holds an
+// expert's expected rows, 64 beyond 64 rows.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
 // The tallest tile of at most tile_rows rows whose kernel instance runs on the current device:
