@@ -98,7 +98,7 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile32 \
   int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias \
   int4_g32_asym_silu_bias_h64_warp_epilogue int4_channelwise_bias_m80_h72_i48_warp_epilogue_tile32 \
   int4_channelwise_relu2_on_input_bias_m2048_h64_i40_warp_epilogue_tile64 \
-  int4_g32_m320_e8_top2_tile64_shared_long_k int4_g128_m200_e2_top1_tile64_k_split \
+  int4_g32_m320_e8_top2_tile64_shared_long_k int4_g64_m200_e2_top1_tile64_k_split \
   int8_g64_asym_m520_e8_top2_f16_tile64; do
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
