@@ -40,13 +40,19 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 
 }  // namespace
 
+int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
+  while (tile_rows > 8 && resident_ctas(dtype, bits, tile_rows) == 0) tile_rows /= 2;
+  return tile_rows;
+}
+
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows stage their
-  // activations (k_loop_staged.cuh) and run one to three CTAs per SM. Each tile dequantizes its
-  // expert's codes again, and at decode the dequantization, not DRAM, is the limit (bench/NOTES.md
-  // run 11), so the tile is the smallest that holds an expert's expected rows. Run 3: 64-row
-  // tiles (general loop, one CTA per SM, 235 registers) streamed 0.5 TB/s where 16-row tiles
-  // streamed 1.3-1.7 TB/s, so 32-row tiles take every expert with up to 64 rows.
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows run two or
+  // three CTAs per SM. Each tile dequantizes its expert's codes again, and at decode the
+  // dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so the tile is the smallest
+  // that holds an expert's expected rows, up to 32. Sized for the mean plus two standard
+  // deviations instead (64-row tiles at Mixtral M = 128, so that no expert takes a second tile),
+  // the forward ran 24-31% slower (session 6 runs 1-2): from 32 rows up the time follows the tile
+  // rows computed, padding included, and a 64-row tile runs one CTA per SM.
   const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;
@@ -56,7 +62,7 @@ int choose_tile_rows(int64_t M, int top_k, int64_t E) {
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
-  const int resident = resident_ctas(dtype, w.bits, tile_rows);
+  const int resident = std::max(1, resident_ctas(dtype, w.bits, tile_rows));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));
@@ -83,9 +89,10 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
   const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
-  // Only the staged loop shares; counting on it elsewhere charged every split but 8 strips x 1
-  // slice the unshared ratio and so picked 8 strips for nothing (session 4 review).
-  const bool staged = tile_rows <= kMaxStagedTileRows && !w.k_source && w.K % chunk_k(w.bits) == 0;
+  // Only the staged loop shares, and it runs where the layer has no act-order and its K is whole
+  // chunks; counting on sharing elsewhere charged every split but 8 strips x 1 slice the
+  // unshared ratio and so picked 8 strips for nothing (session 4 review).
+  const bool staged = !w.k_source && w.K % chunk_k(w.bits) == 0;
   const bool may_share = staged && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   GemmPlan plan;
   plan.tile_rows = tile_rows;

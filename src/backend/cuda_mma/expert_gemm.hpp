@@ -42,9 +42,6 @@ struct GemmProblem {
   int64_t act_cols = 0;
 };
 
-// Tiles of up to this many rows take the staged K loop (k_loop_staged.cuh) when the layer has
-// no act-order and its K is whole chunks; the rest take the general loop, which shares nothing.
-inline constexpr int kMaxStagedTileRows = 32;
 // Tiles from this many rows up may share each K slice's activations among its warps
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
@@ -62,6 +59,11 @@ struct GemmPlan {
 // full (small batches pay for no empty tile rows), then the smallest of 16 and 32 that holds an
 // expert's expected rows, 64 beyond 64 rows.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
+
+// The tallest tile of at most tile_rows rows whose kernel instance runs on the current device:
+// 64-row tiles stage their activations in 204-216 KB of shared memory, which an sm_90 SM has
+// and an sm_80 SM (164 KB) has not.
+int fitting_tile_rows(int tile_rows, int bits, DType dtype);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of

@@ -5,14 +5,13 @@
 // A work item is `strips_per_cta` strips of 16 weight rows; its 8 warps are strips_per_cta
 // strips x warps_k K slices. Each warp streams its strip's codes for its K slice through its own
 // cp.async ring in shared memory (k_loop_common.cuh), dequantizes in registers and runs
-// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Tiles of 8 to 32
-// rows without act-order (decode) take k_loop_staged.cuh, whose activations come through the ring
-// too; act-order, unaligned rows and 64-row tiles take k_loop_general.cuh. Per group, products
-// accumulate in a separate fp32 fragment that is scaled once (fp32) into the result, so the
-// codes enter the mma as exact integers. The warps_k partial results meet in shared memory and
-// are summed in a fixed order (deterministic); the epilogue applies router weight and bias and,
-// for GEMM1, the activation (gate and up rows share a strip, repack.hpp's gated_row_order), then
-// stores T.
+// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Layers without
+// act-order take k_loop_staged.cuh, whose activations come through the ring too; act-order and
+// unaligned rows take k_loop_general.cuh. Per group, products accumulate in a separate fp32
+// fragment that is scaled once (fp32) into the result, so the codes enter the mma as exact
+// integers. The warps_k partial results meet in shared memory and are summed in a fixed order
+// (deterministic); the epilogue applies router weight and bias and, for GEMM1, the activation
+// (gate and up rows share a strip, repack.hpp's gated_row_order), then stores T.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -77,10 +76,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   float* red_sh = reinterpret_cast<float*>(shared_sh);
   const uint32_t ring_sh = shared_address(shared_sh) + (threadIdx.x / 32) * kRingBytes;
 
-  if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
-    zero_activation_slots<BITS, BM>(ring_sh, threadIdx.x % 32);
-    __syncthreads();  // before the warps of a slice copy into each other's rings
-  }
+  zero_activation_slots<BITS, BM>(ring_sh, threadIdx.x % 32);
+  __syncthreads();  // before the warps of a slice copy into each other's rings
 
   const PackedWeightView& w = p.w;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -131,26 +128,17 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // are never stored); otherwise it has nothing to do.
     if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
-      if constexpr (WarpRing<BITS, BM>::kStagesActivations) {
-        const SliceShare share = share_activations
-                                     ? SliceShare{shared_address(shared_sh) + kw * kRingBytes,
-                                                  warp / warps_k, strips_per_cta, 1 + kw}
-                                     : SliceShare{ring_sh, 0, 1, 0};
-        if (staged_rows) {
-          if (strip < w.strips || share_activations)
-            staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
-                                         ring_sh, share, acc);
-        } else if (strip < w.strips)
-          general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
-                                             ring_sh, acc);
-      } else if (strip < w.strips) {
-        if (staged_rows)
-          general_k_loop<T, BITS, BM, true>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
-                                            ring_sh, acc);
-        else
-          general_k_loop<T, BITS, BM, false>(p, e, strip, c_begin, c_end, lane, rows, vector_ok,
-                                             ring_sh, acc);
-      }
+      const SliceShare share = share_activations
+                                   ? SliceShare{shared_address(shared_sh) + kw * kRingBytes,
+                                                warp / warps_k, strips_per_cta, 1 + kw}
+                                   : SliceShare{ring_sh, 0, 1, 0};
+      if (staged_rows) {
+        if (strip < w.strips || share_activations)
+          staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
+                                       ring_sh, share, acc);
+      } else if (strip < w.strips)
+        general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, ring_sh,
+                                    acc);
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
@@ -296,9 +284,11 @@ int ctas_per_sm_typed(int bits, int tile_rows) {
     if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
                                                       expert_gemm_shared_bytes<BITS, BM>()) !=
-            cudaSuccess)
-      return 1;
-    return n > 0 ? n : 1;
+            cudaSuccess) {
+      cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
+      return 0;
+    }
+    return n;
   });
 }
 

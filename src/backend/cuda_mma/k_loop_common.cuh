@@ -18,27 +18,25 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 
 // A warp's private staging area in shared memory, filled by cp.async. Each lane copies and later
 // reads only its own 16-byte slots, so cp.async's per-thread completion is the only ordering
-// needed (no barrier). Codes run kCodeStages - 1 iterations ahead. At tiles of 8 to 32 rows the
-// activations are staged too, kActStages - 1 iterations ahead: loaded straight into registers
-// they were consumed ~20 instructions after their load and their L2 latency stalled the first
-// mma of every iteration (42% of all stall samples, bench/NOTES.md run 6).
+// needed (no barrier). Codes run kCodeStages - 1 iterations ahead, and so do the activations
+// (the staged loop): loaded straight into registers they were consumed ~20 instructions after
+// their load and their L2 latency stalled the first mma of every iteration (42% of all stall
+// samples, bench/NOTES.md run 6).
 // Layout per lane: codes [kCodeStages][kChunksPerIter], then activations
 // [kActStages][kSpansPerIter][BM / 8], each a 16-byte slot of 32 lanes.
 template <int BITS, int BM>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
-  static constexpr bool kStagesActivations = BM <= kMaxStagedTileRows;
   // cp.async groups complete in order, so the wait for the activations also bounds the codes'
   // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
   // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32 rows
-  // of int4 (two), 120 KB at 32 rows of int8 (one).
-  static constexpr int kCodeStages = kStagesActivations ? 3 : 4;
-  static constexpr int kActStages = kStagesActivations ? 3 : 1;
+  // of int4 (two), 120 KB at 32 rows of int8 (one), 204-216 KB at 64 rows (one).
+  static constexpr int kCodeStages = 3;
+  static constexpr int kActStages = 3;
   static constexpr int kSlotBytes = kLanes * 16;
   static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;
-  static constexpr int kActStageBytes =
-      kStagesActivations ? kSpansPerIter * (BM / 8) * kSlotBytes : 0;
+  static constexpr int kActStageBytes = kSpansPerIter * (BM / 8) * kSlotBytes;
   static constexpr int kBytes = kCodeStages * kCodeStageBytes + kActStages * kActStageBytes;
 };
 

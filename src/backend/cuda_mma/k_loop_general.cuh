@@ -1,8 +1,7 @@
 #pragma once
 // The general K loop of the expert GEMM: act-order (activations gathered through k_source,
-// groups looked up per span), K not a multiple of 8 or unaligned activation rows, and the
-// 64-row tiles of prefill. Codes stream through the warp's ring; activations are loaded from
-// global memory.
+// groups looked up per span), K not whole chunks or unaligned activation rows. Codes stream
+// through the warp's ring; activations are loaded from global memory.
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_common.cuh"
 
@@ -47,11 +46,9 @@ __device__ __forceinline__ void load_span_activations(const T* row, int64_t k0,
 }
 
 // One warp: its strip's chunks [c_begin, c_end) against kFrags fragments of 8 token rows.
-// PLAIN: no act-order and every activation this warp reads lies inside K with 16-byte aligned
-// rows, so each lane's 8 activations of a span are one vector load and groups advance by count.
 // Each iteration loads all its activations before its mma chain: no load sits between two
 // dependent mma.
-template <class T, int BITS, int BM, bool PLAIN>
+template <class T, int BITS, int BM>
 __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int64_t strip,
                                                int c_begin, int c_end, int lane,
                                                const T* const (&rows)[BM / 8], bool vector_ok,
@@ -65,12 +62,9 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
 
   const uint4* codes = static_cast<const uint4*>(w.codes) +
                        ((int64_t(e) * w.strips + strip) * w.chunks) * kLanes + lane;
-  const int32_t* k_source = PLAIN        ? nullptr
-                            : w.k_source ? w.k_source + int64_t(e) * w.K_pad
-                                         : nullptr;
-  const int32_t* span_group = PLAIN          ? nullptr
-                              : w.span_group ? w.span_group + int64_t(e) * (w.K_pad / kSpanK)
-                                             : nullptr;
+  const int32_t* k_source = w.k_source ? w.k_source + int64_t(e) * w.K_pad : nullptr;
+  const int32_t* span_group =
+      w.span_group ? w.span_group + int64_t(e) * (w.K_pad / kSpanK) : nullptr;
   constexpr int group_stride = kGroupPairStride;
   const int64_t first = group_pair_index(e, strip, 0, g, w.strips, w.groups);
   const uint32_t* scale_base = w.scale_pairs + first;
@@ -120,30 +114,14 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
 #pragma unroll
     for (int u = 0; u < kChunksPerIter; ++u)
       now[u] = load_shared16(code_slot + u * Ring::kSlotBytes);
-    // The next iteration's activations, one 128-byte line per lane and row, into L1
-    // (GEMM2 reads rows GEMM1 just wrote, from L2): its loads below then wait for L1, not L2.
-    constexpr int kLinesPerIter = kSpansPerIter * kSpanK * int(sizeof(T)) / 128;
-    if (PLAIN && t < kLinesPerIter && c0 + kChunksPerIter + t * 64 / chunk_k(BITS) < c_end) {
-#pragma unroll
-      for (int f = 0; f < kFrags; ++f)
-        if (rows[f])
-          prefetch_l1(rows[f] + ((c0 + kChunksPerIter) * kSpansPerChunk * kSpanK + t * 64));
-    }
     uint32_t b[kSpansPerIter][kFrags][4];
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i) {
       const int k0 = (c0 * kSpansPerChunk + i) * kSpanK + 8 * t;
       const bool inside = c0 + i / kSpansPerChunk < c_end;
 #pragma unroll
-      for (int f = 0; f < kFrags; ++f) {
-        if (PLAIN) {
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (rows[f] && inside) v = *reinterpret_cast<const uint4*>(rows[f] + k0);
-          b[i][f][0] = v.x, b[i][f][1] = v.y, b[i][f][2] = v.z, b[i][f][3] = v.w;
-        } else {
-          load_span_activations<T>(inside ? rows[f] : nullptr, k0, p, k_source, vector_ok, b[i][f]);
-        }
-      }
+      for (int f = 0; f < kFrags; ++f)
+        load_span_activations<T>(inside ? rows[f] : nullptr, k0, p, k_source, vector_ok, b[i][f]);
     }
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i) {

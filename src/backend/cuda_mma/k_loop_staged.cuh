@@ -1,8 +1,8 @@
 #pragma once
-// The decode K loop of the expert GEMM (tiles of 8 to 32 rows, no act-order, activation rows
-// 16-byte aligned and inside K): codes and activations both stream through the warp's ring, and
-// the loop carries as little bookkeeping per byte as possible, because at decode the SM's issue
-// rate, not DRAM, was the limit (bench/NOTES.md run 7: 259 instructions per 1 KB of codes).
+// The staged K loop of the expert GEMM (no act-order, activation rows 16-byte aligned and inside
+// K): codes and activations both stream through the warp's ring, and the loop carries as little
+// bookkeeping per byte as possible, because at decode the SM's issue rate, not DRAM, was the
+// limit (bench/NOTES.md run 7: 259 instructions per 1 KB of codes).
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_common.cuh"
 

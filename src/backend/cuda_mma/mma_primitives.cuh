@@ -55,10 +55,6 @@ __device__ __forceinline__ uint32_t load_line_hinted(const uint16_t* p) {
   return v;
 }
 
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // (a & b) | c in one instruction.
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
