@@ -23,13 +23,12 @@
 
 namespace qmoe::cuda_mma {
 
-inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kRedStride = 20;  // floats per token row of the reduction buffer: 16 + 4
                                        // keeps the 4 lanes of a quad on different banks
 
 // The staged loop for the flush period this layer's groups allow (see staged_k_loop).
-template <class T, int BITS, int BM>
+template <class T, int BITS, int BM, bool kShared>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
                                                 const T* const (&rows)[BM / 8], uint32_t ring_sh,
@@ -37,12 +36,14 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
   constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
   const int spans_per_group = int(w.spans_per_group);
   if (spans_per_group % kSpans == 0)
-    staged_k_loop<T, BITS, BM, kSpans>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
-                                       acc);
+    staged_k_loop<T, BITS, BM, kSpans, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh,
+                                                share, acc);
   else if (kSpans % 2 == 0 && spans_per_group % 2 == 0)
-    staged_k_loop<T, BITS, BM, 2>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share, acc);
+    staged_k_loop<T, BITS, BM, 2, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
+                                           acc);
   else
-    staged_k_loop<T, BITS, BM, 1>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share, acc);
+    staged_k_loop<T, BITS, BM, 1, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
+                                           acc);
 }
 
 template <int BITS, int BM>
@@ -128,14 +129,16 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // are never stored); otherwise it has nothing to do.
     if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
-      const SliceShare share = share_activations
-                                   ? SliceShare{shared_address(shared_sh) + kw * kRingBytes,
-                                                warp / warps_k, strips_per_cta, 1 + kw}
-                                   : SliceShare{ring_sh, 0, 1, 0};
       if (staged_rows) {
-        if (strip < w.strips || share_activations)
-          staged_dispatch<T, BITS, BM>(w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows,
-                                       ring_sh, share, acc);
+        // Sharing comes with warps_k 1 (plan_gemm): the slice is the CTA, and warp 0's ring
+        // holds its activations.
+        if (kMayShare<BM> && share_activations)
+          staged_dispatch<T, BITS, BM, kMayShare<BM>>(
+              w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows, ring_sh,
+              SliceShare{shared_address(shared_sh), warp, 1}, acc);
+        else if (strip < w.strips)
+          staged_dispatch<T, BITS, BM, false>(w, e, strip, c_begin, c_end, lane, rows, ring_sh,
+                                              SliceShare{}, acc);
       } else if (strip < w.strips)
         general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, ring_sh,
                                     acc);

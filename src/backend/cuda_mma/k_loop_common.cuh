@@ -9,6 +9,8 @@
 
 namespace qmoe::cuda_mma {
 
+inline constexpr int kWarps = 8;  // per CTA
+
 // Chunks a warp multiplies per iteration: at most 1 KB of codes; at tiles of 16 rows and more the
 // registers go to accumulators and to the iteration's activations.
 template <int BITS, int BM>

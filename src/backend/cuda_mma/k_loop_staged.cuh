@@ -20,17 +20,18 @@ template <int BM>
 inline constexpr bool kMayShare = BM >= kMinSharedTileRows;
 
 struct SliceShare {
-  uint32_t ring_sh;  // ring of the slice's first warp, whose activation stages the slice uses
-  int rank, warps;   // this warp among the slice's warps (a power of two), and their number
-  int barrier;       // named barrier of the slice
+  uint32_t ring_sh = 0;  // ring of the slice's first warp, whose activation stages it uses
+  int rank = 0;          // this warp among the slice's kWarps warps
+  int barrier = 0;       // named barrier of the slice
 };
 
 // One warp: its strip's chunks [c_begin, c_end) against BM / 8 fragments of 8 token rows.
 // Preconditions: c_begin is a multiple of the ring's chunks per iteration, and kFlushSpans
 // divides both the spans of an iteration and the spans of a group. Groups then end only at
 // flush points (every kFlushSpans spans), so the group cursor moves once per flush point, not
-// once per span. Every warp of the slice must call it with the same range (barriers).
-template <class T, int BITS, int BM, int kFlushSpans>
+// once per span. kShared: the slice is all kWarps warps of the CTA (plan_gemm shares only when
+// warps_k is 1), and every one of them must call it with the same range (barriers).
+template <class T, int BITS, int BM, int kFlushSpans, bool kShared>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
                                               const T* const (&rows)[BM / 8], uint32_t ring_sh,
@@ -64,20 +65,32 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // read by iteration i - 1 with iteration i + kLead's copies.
   const uint32_t code_base = ring_sh + lane * 16;
   const uint32_t act_base =
-      (kMayShare<BM> ? share.ring_sh : ring_sh) + kStages * Ring::kCodeStageBytes + lane * 16;
+      (kShared ? share.ring_sh : ring_sh) + kStages * Ring::kCodeStageBytes + lane * 16;
   const uint4* code_src = static_cast<const uint4*>(w.codes) +
                           ((int64_t(e) * w.strips + strip) * w.chunks + c_begin) * kLanes + lane;
   int64_t act_k = int64_t(span0) * kSpanK + 8 * t;
-  // Activation slot q = i * kFrags + f (span i, fragment f) is this warp's to copy when
-  // q % share.warps == share.rank.
+  // Shared: activation slot q = i * kFrags + f (span i, fragment f) is this warp's to copy when
+  // q % kWarps == share.rank. Its slots' sources are fixed for the whole range, so they are
+  // picked once here: tested per slot, the choice was recomputed in every iteration (~20
+  // instructions each at 32 rows, where the registers are capped at 128).
   constexpr int kSlots = kSpansPerIter * kFrags;
-  static_assert(kSlots <= 32);
-  uint32_t my_slots = ~0u;
-  if constexpr (kMayShare<BM>) {
-    my_slots = 0;
+  constexpr int kMySlots = kShared ? kSlots / kWarps : 1;
+  static_assert(!kShared || kSlots % kWarps == 0);
+  const T* my_src[kMySlots];  // row + the span's k offset; nullptr: a row past the last pair
+  int my_chunk[kMySlots];     // chunk of the iteration the slot's span lies in
+  uint32_t my_dst[kMySlots];  // byte offset of the slot in a stage
+  if constexpr (kShared) {
 #pragma unroll
-    for (int q = 0; q < kSlots; ++q)
-      if ((q & (share.warps - 1)) == share.rank) my_slots |= 1u << q;
+    for (int j = 0; j < kMySlots; ++j) {
+      const int q = share.rank + j * kWarps, i = q / kFrags, f = q % kFrags;
+      const T* row = nullptr;
+#pragma unroll
+      for (int ff = 0; ff < kFrags; ++ff)
+        if (ff == f) row = rows[ff];
+      my_src[j] = row ? row + i * kSpanK : nullptr;
+      my_chunk[j] = i / kSpansPerChunk;
+      my_dst[j] = q * Ring::kSlotBytes;
+    }
   }
 
   // The copies of the iteration starting at chunk c into stage s; kChecked: some of its chunks
@@ -95,13 +108,20 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     // depends only on that token's activations, and those columns are never stored. Their slots
     // hold what was written there before (zeros from kernel start, or an earlier item's K-split
     // sums, which share the memory): initialised, and harmless whatever the values.
+    if constexpr (kShared) {
 #pragma unroll
-    for (int i = 0; i < kSpansPerIter; ++i)
+      for (int j = 0; j < kMySlots; ++j)
+        if (my_src[j] && (!kChecked || c + my_chunk[j] < c_end))
+          copy_async16(act_in + my_dst[j], my_src[j] + act_k);
+    } else {
 #pragma unroll
-      for (int f = 0; f < kFrags; ++f)
-        if (rows[f] && (my_slots >> (i * kFrags + f) & 1u) &&
-            (!kChecked || c + i / kSpansPerChunk < c_end))
-          copy_async16(act_in + (i * kFrags + f) * Ring::kSlotBytes, rows[f] + act_k + i * kSpanK);
+      for (int i = 0; i < kSpansPerIter; ++i)
+#pragma unroll
+        for (int f = 0; f < kFrags; ++f)
+          if (rows[f] && (!kChecked || c + i / kSpansPerChunk < c_end))
+            copy_async16(act_in + (i * kFrags + f) * Ring::kSlotBytes,
+                         rows[f] + act_k + i * kSpanK);
+    }
     code_src += kChunksPerIter * kLanes;
     act_k += kSpansPerIter * kSpanK;
     copy_async_commit();
@@ -120,8 +140,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // fewer than kSpansPerIter spans; kChecked as for issue (of the copies it issues).
   auto iteration = [&]<bool kTail, bool kChecked>(int c0, int s) {
     copy_async_wait<kLead - 1>();
-    if constexpr (kMayShare<BM>)
-      if (share.warps > 1) sync_named(share.barrier, share.warps * kLanes);
+    if constexpr (kShared) sync_named(share.barrier, kWarps * kLanes);
     issue.template operator()<kChecked>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
     const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_out = act_base + s * Ring::kActStageBytes;
