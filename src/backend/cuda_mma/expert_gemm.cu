@@ -46,13 +46,13 @@ int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
 }
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows run two or
-  // three CTAs per SM. Each tile dequantizes its expert's codes again, and at decode the
-  // dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so the tile is the smallest
-  // that holds an expert's expected rows, up to 32. Sized for the mean plus two standard
-  // deviations instead (64-row tiles at Mixtral M = 128, so that no expert takes a second tile),
-  // the forward ran 24-31% slower (session 6 runs 1-2): from 32 rows up the time follows the tile
-  // rows computed, padding included, and a 64-row tile runs one CTA per SM.
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows run one to
+  // three CTAs per SM (resident_ctas_target). Each tile dequantizes its expert's codes again, and
+  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so the tile is
+  // the smallest that holds an expert's expected rows, up to 32. Sized for the mean plus two
+  // standard deviations instead (64-row tiles at Mixtral M = 128, so that no expert takes a second
+  // tile), the forward ran 24-31% slower (session 6 runs 1-2): from 32 rows up the time follows the
+  // tile rows computed, padding included, and a 64-row tile runs one CTA per SM.
   const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;

@@ -246,8 +246,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 }
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done
-// when plan_gemm first asks how many CTAs fit (resident_ctas caches that per device), so the
-// launch itself does not repeat a driver call per forward.
+// when fitting_tile_rows or plan_gemm first asks how many CTAs fit (resident_ctas caches that
+// per device), so the launch itself does not repeat a driver call per forward.
 template <class T, int BITS, int BM>
 cudaError_t allow_shared_bytes() {
   return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM>,
@@ -271,6 +271,11 @@ auto with_instance(int bits, int tile_rows, F&& f) {
 template <class T>
 cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
   if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 32 && plan.tile_rows != 64)
+    return cudaErrorInvalidValue;
+  // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
+  // the whole CTA (all warps in warp 0's ring, one barrier): any other plan would be wrong
+  // silently or deadlock, so it is refused here.
+  if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
     expert_gemm_kernel<T, BITS, BM>

@@ -18,9 +18,10 @@ __host__ __device__ constexpr int chunks_per_iteration() {
   return BM == 8 || BITS == 8 ? 2 : 1;
 }
 
-// A warp's private staging area in shared memory, filled by cp.async. Each lane copies and later
-// reads only its own 16-byte slots, so cp.async's per-thread completion is the only ordering
-// needed (no barrier). Codes run kCodeStages - 1 iterations ahead, and so do the activations
+// A warp's staging area in shared memory, filled by cp.async. Each lane copies and later reads
+// only its own 16-byte code slots, so for codes cp.async's per-thread completion is the only
+// ordering needed; activations shared by the CTA's warps also need the slice's barrier
+// (k_loop_staged.cuh). Codes run kCodeStages - 1 iterations ahead, and so do the activations
 // (the staged loop): loaded straight into registers they were consumed ~20 instructions after
 // their load and their L2 latency stalled the first mma of every iteration (42% of all stall
 // samples, bench/NOTES.md run 6).

@@ -1,0 +1,40 @@
+// The expert GEMM's launch refuses plans its kernel cannot run (expert_gemm_kernel.cuh): they
+// would give wrong sums or deadlock at a barrier, not an error. Refused before any CUDA call, so
+// this runs without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include "backend/cuda_mma/expert_gemm.hpp"
+
+namespace qmoe::cuda_mma {
+namespace {
+
+cudaError_t launch(GemmPlan plan, DType dtype = DType::bf16) {
+  GemmProblem problem;
+  problem.w.bits = 4;
+  return launch_expert_gemm(problem, plan, dtype, nullptr);
+}
+
+TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
+  // Tile heights other than 8, 16, 32, 64.
+  EXPECT_EQ(launch({.tile_rows = 24, .strips_per_cta = 8, .warps_k = 1, .grid = 1}),
+            cudaErrorInvalidValue);
+  // Strips x K slices must be the CTA's 8 warps.
+  EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 4, .warps_k = 1, .grid = 1}),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 2, .grid = 1}),
+            cudaErrorInvalidValue);
+  // Shared activations only where the slice is the whole CTA (one K slice).
+  EXPECT_EQ(launch({.tile_rows = 32,
+                    .strips_per_cta = 4,
+                    .warps_k = 2,
+                    .share_activations = true,
+                    .grid = 1}),
+            cudaErrorInvalidValue);
+  // Activations in bf16 or f16 only.
+  EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .grid = 1}, DType::f32),
+            cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace qmoe::cuda_mma
