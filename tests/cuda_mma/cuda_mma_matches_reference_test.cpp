@@ -485,6 +485,13 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaMmaMatchesReference, testing::ValuesIn(kSc
                            return std::string(p.param.name);
                          });
 
+// Every scenario's case builds on the CPU (a group size that does not divide K, say, is refused
+// there), so CI finds a malformed scenario that the GPU tests, which skip here before building
+// their case, would reveal only on a device.
+TEST(CudaMmaScenarios, EveryCaseBuilds) {
+  for (const Scenario& s : kScenarios) EXPECT_NO_THROW(test::make_case(s.spec)) << s.name;
+}
+
 // A scenario named "..._tileN" is there to run N-row tiles (its comment says what it reaches):
 // it must still get them when choose_tile_rows changes. Host only, no GPU needed.
 TEST(CudaMmaScenarioNames, TileInTheNameIsTheChosenTile) {
