@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
         if (kMayShare<BM> && share_activations)
           staged_dispatch<T, BITS, BM, kMayShare<BM>>(
               w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows, ring_sh,
-              SliceShare{shared_address(shared_sh), warp, 1}, acc);
+              SliceShare{shared_address(shared_sh), warp}, acc);
         else if (strip < w.strips)
           staged_dispatch<T, BITS, BM, false>(w, e, strip, c_begin, c_end, lane, rows, ring_sh,
                                               SliceShare{}, acc);

@@ -19,10 +19,13 @@ namespace qmoe::cuda_mma {
 template <int BM>
 inline constexpr bool kMayShare = BM >= kMinSharedTileRows;
 
+// A shared slice is the whole CTA (plan_gemm), so it meets at one named barrier (0 is
+// __syncthreads).
+inline constexpr int kSliceBarrier = 1;
+
 struct SliceShare {
   uint32_t ring_sh = 0;  // ring of the slice's first warp, whose activation stages it uses
   int rank = 0;          // this warp among the slice's kWarps warps
-  int barrier = 0;       // named barrier of the slice
 };
 
 // One warp: its strip's chunks [c_begin, c_end) against BM / 8 fragments of 8 token rows.
@@ -140,7 +143,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // fewer than kSpansPerIter spans; kChecked as for issue (of the copies it issues).
   auto iteration = [&]<bool kTail, bool kChecked>(int c0, int s) {
     copy_async_wait<kLead - 1>();
-    if constexpr (kShared) sync_named(share.barrier, kWarps * kLanes);
+    if constexpr (kShared) sync_named(kSliceBarrier, kWarps * kLanes);
     issue.template operator()<kChecked>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
     const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_out = act_base + s * Ring::kActStageBytes;
