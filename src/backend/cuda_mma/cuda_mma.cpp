@@ -132,7 +132,7 @@ struct CudaMmaExperts final : PreparedExperts {
     // grows with M), so only those tiles bound the sizes: 64-row padding of every expert would
     // reserve 335 MB per DeepSeek-V3 layer at 256 tokens, where 16-row tiles need 109 MB.
     const int tallest = cuda_mma::choose_tile_rows(tokens, top_k, E);
-    for (int tile : {8, 16, 32, 64}) {
+    for (int tile : cuda_mma::kTileRows) {
       if (tile > tallest) break;
       const AlignSizes s = align_sizes(pairs, E, tile);
       rows = std::max(rows, s.max_padded_rows);
