@@ -4,8 +4,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>

@@ -51,9 +51,9 @@ inline constexpr int kMinSharedTileRows = 32;
 
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.
 struct GemmPlan {
-  int tile_rows = 8;       // tokens per tile, one of kTileRows
-  int strips_per_cta = 8;  // 16-row weight strips of one work item
-  int warps_k = 1;         // warps splitting K inside a work item (8 / strips_per_cta)
+  int tile_rows = 8;               // tokens per tile, one of kTileRows
+  int strips_per_cta = 8;          // 16-row weight strips of one work item
+  int warps_k = 1;                 // warps splitting K inside a work item (8 / strips_per_cta)
   bool share_activations = false;  // the warps of a K slice copy its activations once, together
   int grid = 0;                    // persistent CTAs
 };

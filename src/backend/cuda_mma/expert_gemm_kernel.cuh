@@ -62,9 +62,12 @@ constexpr size_t expert_gemm_shared_bytes(bool shared) {
 // fragments of accumulators fit 128 registers.
 template <int BITS, int BM>
 constexpr int resident_ctas_target() {
-  if constexpr (BM == 8) return 3;
-  else if constexpr (BM == 16 || (BM <= 48 && BITS == 4)) return 2;
-  else return 1;
+  if constexpr (BM == 8)
+    return 3;
+  else if constexpr (BM == 16 || (BM <= 48 && BITS == 4))
+    return 2;
+  else
+    return 1;
 }
 
 template <class T, int BITS, int BM>

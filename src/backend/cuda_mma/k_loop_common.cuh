@@ -51,7 +51,9 @@ struct WarpRing {
 template <int BITS, int BM>
 struct CtaRings {
   using Ring = WarpRing<BITS, BM>;
-  __host__ __device__ static constexpr uint32_t code_ring(int warp) { return uint32_t(warp) * Ring::kCodeBytes; }
+  __host__ __device__ static constexpr uint32_t code_ring(int warp) {
+    return uint32_t(warp) * Ring::kCodeBytes;
+  }
   __host__ __device__ static constexpr uint32_t act_ring(int warp, bool shared) {
     return uint32_t(kWarps * Ring::kCodeBytes + (shared ? 0 : warp) * Ring::kActBytes);
   }
