@@ -268,11 +268,11 @@ const Scenario kScenarios[] = {
               .act_dtype = bf16}},
     // The same at 48-row tiles, whose 12 activation slots per iteration do not split evenly
     // over the 8 warps that copy them.
-    Scenario{"int4_channelwise_m256_e8_top2_tile48_shared",
+    Scenario{"int4_channelwise_m144_e8_top2_tile48_shared",
              {.E = 8,
               .H = 256,
               .I = 1000,
-              .M = 256,
+              .M = 144,
               .top_k = 2,
               .scheme = scheme(4, kChannelwise),
               .act_dtype = bf16}},
@@ -287,15 +287,15 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(4, 32),
               .act_dtype = bf16}},
-    Scenario{"int4_g32_m256_e8_top2_tile48_shared_long_k",
+    Scenario{"int4_g32_m144_e8_top2_tile48_shared_long_k",
              {.E = 8,
               .H = 1024,
               .I = 992,
-              .M = 256,
+              .M = 144,
               .top_k = 2,
               .scheme = scheme(4, 32),
               .act_dtype = bf16}},
-    Scenario{"int8_g64_asym_m256_e8_top2_f16_tile48",
+    Scenario{"int8_g64_asym_m256_e8_top2_f16_tile32",
              {.E = 8,
               .H = 384,
               .I = 192,
@@ -303,6 +303,14 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(8, 64, true),
               .act_dtype = f16}},
+    Scenario{"int8_g64_m144_e8_top2_tile48",
+             {.E = 8,
+              .H = 320,
+              .I = 192,
+              .M = 144,
+              .top_k = 2,
+              .scheme = scheme(8, 64),
+              .act_dtype = bf16}},
     Scenario{"int8_channelwise_asym_m16_e128_top8_f16",
              {.E = 128,
               .H = 200,
@@ -524,6 +532,23 @@ TEST(CudaMmaScenarios, TileInTheNameIsTheChosenTile) {
     EXPECT_EQ(cuda_mma::choose_tile_rows(s.spec.M, s.spec.top_k, s.spec.E), tile) << name;
   }
   EXPECT_EQ(labelled, (std::set<int>{16, 32, 48, 64}));  // the tiles decode alone does not reach
+}
+
+// A workspace for M tokens is sized for tallest_tile_rows(M), and a smaller batch run in it picks
+// choose_tile_rows(m), which is not monotonic in m (48-row tiles only at 24-36 rows per expert).
+TEST(CudaMmaScenarios, TallestTileBoundsEverySmallerBatch) {
+  for (const auto& [E, top_k] : {std::pair{8, 2}, std::pair{60, 6}, std::pair{128, 8}}) {
+    int previous = 0;
+    for (int64_t M = 1; M <= 2048; ++M) {
+      const int tallest = cuda_mma::tallest_tile_rows(M, top_k, E);
+      EXPECT_GE(tallest, cuda_mma::choose_tile_rows(M, top_k, E)) << M;
+      EXPECT_GE(tallest, previous) << M;
+      previous = tallest;
+    }
+  }
+  // Mixtral's shape at 256 tokens: 64 rows per expert take 32-row tiles, 144 tokens took 48.
+  EXPECT_EQ(cuda_mma::choose_tile_rows(256, 2, 8), 32);
+  EXPECT_EQ(cuda_mma::tallest_tile_rows(256, 2, 8), 48);
 }
 
 // The whole forward (GPU routing included) against the reference routed on the CPU: the GPU

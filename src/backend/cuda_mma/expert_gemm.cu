@@ -52,16 +52,26 @@ int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
   // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 48 rows run two or
   // three CTAs per SM (resident_ctas_target). Each tile dequantizes its expert's codes again, and
-  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so an expert
-  // should rarely need a second tile: at 32 expected rows (Mixtral M = 128) 32-row tiles gave
-  // nearly half the experts a second, mostly empty one. 64-row tiles there ran 24-31% slower
-  // (session 6 runs 1-2): they run one CTA per SM.
+  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so at 32
+  // expected rows (Mixtral M = 128), where 32-row tiles gave nearly half the experts a second,
+  // mostly empty tile, 48-row tiles ran 16% faster (session 7 run 1). A 48-row tile costs
+  // ~1.2-1.4x a 32-row one, so it pays only while an expert rarely needs two of them (mean plus
+  // two standard deviations within 48 rows, up to 36 expected rows): at 64 (Qwen3 M = 1024) it
+  // ran 13% slower than 32-row tiles. 64-row tiles run one CTA per SM and were 24-31% slower at
+  // 32 rows per expert (session 6 runs 1-2).
   const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;
   if (rows_per_expert <= 24) return 32;
-  if (rows_per_expert <= 64) return 48;
+  if (rows_per_expert <= 36) return 48;
+  if (rows_per_expert <= 64) return 32;
   return 64;
+}
+
+int tallest_tile_rows(int64_t M, int top_k, int64_t E) {
+  int tallest = kTileRows[0];
+  for (int64_t m = 1; m <= M; ++m) tallest = std::max(tallest, choose_tile_rows(m, top_k, E));
+  return tallest;
 }
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,

@@ -59,10 +59,14 @@ struct GemmPlan {
 };
 
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
-// full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, 32 up
-// to 24, 48 up to 64 (so that an expert rarely needs a second tile from 24 to 40 rows), 64
-// beyond.
+// full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, 48
+// from 24 to 36 (an expert then rarely needs a second tile), 32 otherwise up to 64, 64 beyond.
+// Not monotonic in M: tallest_tile_rows bounds it over all smaller M.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
+
+// The tallest tile choose_tile_rows picks for any batch of 1 to M tokens (what a workspace for
+// M tokens must be sized for).
+int tallest_tile_rows(int64_t M, int top_k, int64_t E);
 
 // The tallest tile of at most tile_rows rows whose kernel instance runs on the current device
 // with its activations unshared: 64-row tiles then stage them in 204-216 KB of shared memory,
