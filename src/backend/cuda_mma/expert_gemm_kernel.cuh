@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // Not at 8-row tiles: there the registers are capped at 80 (three CTAs per SM), and with this
   // epilogue compiled in, the item loop spilled 4x more and 8-row rows ran 5-7% slower even
   // where the plan splits K and the epilogue never runs (session 5 run 4).
-  const bool own_sums = BM >= 16 && warps_k == 1 && !shared_rings;
+  const bool own_sums = BM >= 16 && warps_k == 1;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
@@ -131,6 +131,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     float acc[kFrags][4];
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+
+    // Shared ring, warps finishing their own sums: the first copies of this item refill stages
+    // that a slower warp may still be reading for the last item.
+    if (shared_rings && own_sums && item != int(blockIdx.x)) __syncthreads();
 
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
@@ -157,10 +161,12 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
     T* out = static_cast<T*>(p.out);
     if (own_sums) {
-      // One warp per strip and no ring read by another warp: the warp finishes its strip from
-      // its registers and goes on to its next item. No barrier ends the item, so the warps of a
-      // CTA drift apart and one warp's start-up overlaps the others' streaming (the end-of-item
-      // barriers held 10% of the decode stall samples, bench/NOTES.md session 4 run 3).
+      // One warp per strip: the warp finishes its strip from its registers and goes on to its
+      // next item. Unless the CTA shares its activations (one barrier then starts the item), no
+      // barrier ends the item, so the warps of a CTA drift apart and one warp's start-up
+      // overlaps the others' streaming (the end-of-item barriers held 10% of the decode stall
+      // samples, bench/NOTES.md session 4 run 3). Shared or not, the shared-memory round trip of
+      // the K-split sums is skipped.
       if (e < 0 || strip >= w.strips) continue;
       const int64_t n0 = strip * kStripRows;
       // One (fragment, token) at a time, not unrolled: the body (activation included) appears
