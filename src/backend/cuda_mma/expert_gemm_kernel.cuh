@@ -85,10 +85,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   using Rings = CtaRings<BITS, BM>;
   const bool shared_rings = kMayShare<BM> && share_activations;
   const uint32_t base_sh = shared_address(shared_sh);
-  const uint32_t code_ring = base_sh + Rings::code_ring(threadIdx.x / 32);
+  const uint32_t code_ring = base_sh + Rings::code_ring(threadIdx.x / 32, shared_rings);
   const uint32_t act_ring = base_sh + Rings::act_ring(threadIdx.x / 32, shared_rings);
 
-  zero_activation_rings<BITS, BM>(base_sh, shared_rings);
+  zero_activation_slots<BITS, BM>(act_ring, threadIdx.x % 32);
   __syncthreads();  // before the warps of a slice copy into the CTA's ring
 
   const PackedWeightView& w = p.w;

@@ -25,9 +25,9 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 // (the staged loop): loaded straight into registers they were consumed ~20 instructions after
 // their load and their L2 latency stalled the first mma of every iteration (42% of all stall
 // samples, bench/NOTES.md run 6).
-// A CTA's rings: kWarps code rings [kCodeStages][kChunksPerIter], then the activation rings
-// [kActStages][kSpansPerIter][BM / 8], one per warp, or one for the CTA when its warps share
-// the activations (CtaRings); every slot is 16 bytes of 32 lanes.
+// A warp's code ring is [kCodeStages][kChunksPerIter] slots, an activation ring
+// [kActStages][kSpansPerIter][BM / 8] slots; every slot is 16 bytes of 32 lanes. CtaRings
+// places them.
 template <int BITS, int BM>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
@@ -44,18 +44,19 @@ struct WarpRing {
   static constexpr int kActBytes = kActStages * kActStageBytes;
 };
 
-// Where a CTA's rings lie (offsets from the start of its dynamic shared memory). Unshared: 72
-// KB at 8-row tiles (three CTAs per SM), 108 KB at 32 rows of int4, 156 KB at 48, 204-216 KB at
-// 64. Shared, the 7 activation rings nobody read are gone: 24 KB at 32 rows of int4, 30 KB at 48
-// (two CTAs per SM where the registers allow), 36 KB at 64.
+// Where a CTA's rings lie (offsets from the start of its dynamic shared memory). Unshared, warp
+// by warp, its code ring then its activation ring (so one register addresses both): 72 KB at
+// 8-row tiles (three CTAs per SM), 108 KB at 32 rows of int4, 156 KB at 48, 204-216 KB at 64.
+// Shared, the kWarps code rings and then the CTA's one activation ring: 24 KB at 32 rows of
+// int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64.
 template <int BITS, int BM>
 struct CtaRings {
   using Ring = WarpRing<BITS, BM>;
-  __host__ __device__ static constexpr uint32_t code_ring(int warp) {
-    return uint32_t(warp) * Ring::kCodeBytes;
+  __host__ __device__ static constexpr uint32_t code_ring(int warp, bool shared) {
+    return uint32_t(warp) * (shared ? Ring::kCodeBytes : Ring::kCodeBytes + Ring::kActBytes);
   }
   __host__ __device__ static constexpr uint32_t act_ring(int warp, bool shared) {
-    return uint32_t(kWarps * Ring::kCodeBytes + (shared ? 0 : warp) * Ring::kActBytes);
+    return shared ? uint32_t(kWarps * Ring::kCodeBytes) : code_ring(warp, false) + Ring::kCodeBytes;
   }
   __host__ __device__ static constexpr size_t bytes(bool shared) {
     return size_t(kWarps) * Ring::kCodeBytes + size_t(shared ? 1 : kWarps) * Ring::kActBytes;

@@ -190,15 +190,14 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   flush_group(cur.scale, part, acc);  // the group the range ends in, if it ends mid-group
 }
 
-// Clears the CTA's activation rings once per kernel (see the absent rows in issue); all
-// threads of the CTA take part.
+// Clears this lane's slots of the activation ring act_ring once per kernel (see the absent rows
+// in issue; a shared ring is cleared by every warp, before the barrier that follows).
 template <int BITS, int BM>
-__device__ __forceinline__ void zero_activation_rings(uint32_t shared_base, bool shared) {
-  using Rings = CtaRings<BITS, BM>;
-  const uint32_t first = shared_base + Rings::act_ring(0, shared);
-  const uint32_t end = shared_base + uint32_t(Rings::bytes(shared));
-  for (uint32_t at = first + threadIdx.x * 16; at < end; at += blockDim.x * 16)
-    store_shared16(at, make_uint4(0, 0, 0, 0));
+__device__ __forceinline__ void zero_activation_slots(uint32_t act_ring, int lane) {
+  using Ring = WarpRing<BITS, BM>;
+#pragma unroll
+  for (int i = 0; i < Ring::kActBytes / Ring::kSlotBytes; ++i)
+    store_shared16(act_ring + lane * 16 + i * Ring::kSlotBytes, make_uint4(0, 0, 0, 0));
 }
 
 }  // namespace qmoe::cuda_mma
