@@ -88,13 +88,14 @@ reduced+=':CudaRouting.AllLogitsEqual*:CudaRouting.StridedLogits:CudaRouting.Gro
 reduced+=':CudaActivation.ManyRows*'
 reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # cuda-mma: every tile size (8 to 64 rows staged, act-order through the general loop), shared
-# activations at 32 and 64 rows, a K split at 64 rows, the staged loop's unchecked trips (long
+# activations at 32, 48 and 64 rows, a K split at 64 rows, the staged loop's unchecked trips (long
 # K), int4 and int8, zero points, the fused gated and per-warp epilogues, two streams at once.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
-for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile32 \
+for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g128_asym_m1_e4_top4_long_k \
-  int4_channelwise_m256_e8_top2_tile32_shared int4_g32_m256_e8_top2_tile32_shared_long_k \
-  int8_g64_asym_m256_e8_top2_f16_tile32 int4_g32_asym_m7_e256_top8 int4_act_order_g32_m7_e8_top2 \
+  int4_channelwise_m96_e8_top2_tile32_shared int4_channelwise_m144_e8_top2_tile48_shared \
+  int4_g32_m96_e8_top2_tile32_shared_long_k int4_g32_m144_e8_top2_tile48_shared_long_k \
+  int8_g64_asym_m256_e8_top2_f16_tile32 int8_g64_m144_e8_top2_tile48 int4_g32_asym_m7_e256_top8 int4_act_order_g32_m7_e8_top2 \
   int8_act_order_g128_m1000_e8_top2_tile64 int4_channelwise_swigluoai_uninterleave_i36_bias \
   int4_g32_asym_silu_bias_h64_warp_epilogue int4_channelwise_bias_m80_h72_i48_warp_epilogue_tile32 \
   int4_channelwise_relu2_on_input_bias_m2048_h64_i40_warp_epilogue_tile64 \

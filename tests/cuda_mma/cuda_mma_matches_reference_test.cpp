@@ -10,8 +10,8 @@
 // The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
 // every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
 // least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32,
-// 64 rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
-// multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
+// 48, 64 rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I
+// is not a multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -126,7 +126,7 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(4, 128),
               .act_dtype = bf16}},
-    Scenario{"int4_g128_m128_e8_top2_tile32",
+    Scenario{"int4_g128_m128_e8_top2_tile48",
              {.E = 8,
               .H = 256,
               .I = 128,
@@ -256,24 +256,42 @@ const Scenario kScenarios[] = {
               .scheme = scheme(8, 32, true),
               .bias = true,
               .act_dtype = bf16}},
-    // 32 rows per expert and 125 strips: GEMM1's warps share their activations (one K
+    // 24 rows per expert and 125 strips: GEMM1's warps share their activations (one K
     // slice per CTA), and the last N tile has warps past the last strip.
-    Scenario{"int4_channelwise_m256_e8_top2_tile32_shared",
+    Scenario{"int4_channelwise_m96_e8_top2_tile32_shared",
              {.E = 8,
               .H = 256,
               .I = 1000,
-              .M = 256,
+              .M = 96,
+              .top_k = 2,
+              .scheme = scheme(4, kChannelwise),
+              .act_dtype = bf16}},
+    // The same at 48-row tiles, whose 12 activation slots per iteration do not split evenly
+    // over the 8 warps that copy them.
+    Scenario{"int4_channelwise_m144_e8_top2_tile48_shared",
+             {.E = 8,
+              .H = 256,
+              .I = 1000,
+              .M = 144,
               .top_k = 2,
               .scheme = scheme(4, kChannelwise),
               .act_dtype = bf16}},
     // The same sharing over 16 chunks of K (GEMM1: 8 strips x 1 slice by the plan's
     // model), so the shared loop runs whole unchecked trips, not only its checked tail;
-    // GEMM2's K (992) is not whole chunks, so it must not share.
-    Scenario{"int4_g32_m256_e8_top2_tile32_shared_long_k",
+    // GEMM2's K (992) is not whole chunks, so it must not share. At 32 and 48 rows.
+    Scenario{"int4_g32_m96_e8_top2_tile32_shared_long_k",
              {.E = 8,
               .H = 1024,
               .I = 992,
-              .M = 256,
+              .M = 96,
+              .top_k = 2,
+              .scheme = scheme(4, 32),
+              .act_dtype = bf16}},
+    Scenario{"int4_g32_m144_e8_top2_tile48_shared_long_k",
+             {.E = 8,
+              .H = 1024,
+              .I = 992,
+              .M = 144,
               .top_k = 2,
               .scheme = scheme(4, 32),
               .act_dtype = bf16}},
@@ -285,6 +303,14 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(8, 64, true),
               .act_dtype = f16}},
+    Scenario{"int8_g64_m144_e8_top2_tile48",
+             {.E = 8,
+              .H = 320,
+              .I = 192,
+              .M = 144,
+              .top_k = 2,
+              .scheme = scheme(8, 64),
+              .act_dtype = bf16}},
     Scenario{"int8_channelwise_asym_m16_e128_top8_f16",
              {.E = 128,
               .H = 200,
@@ -505,7 +531,24 @@ TEST(CudaMmaScenarios, TileInTheNameIsTheChosenTile) {
     labelled.insert(tile);
     EXPECT_EQ(cuda_mma::choose_tile_rows(s.spec.M, s.spec.top_k, s.spec.E), tile) << name;
   }
-  EXPECT_EQ(labelled, (std::set<int>{16, 32, 64}));  // the tiles decode alone does not reach
+  EXPECT_EQ(labelled, (std::set<int>{16, 32, 48, 64}));  // the tiles decode alone does not reach
+}
+
+// A workspace for M tokens is sized for tallest_tile_rows(M), and a smaller batch run in it picks
+// choose_tile_rows(m), which is not monotonic in m (48-row tiles only at 24-36 rows per expert).
+TEST(CudaMmaScenarios, TallestTileBoundsEverySmallerBatch) {
+  for (const auto& [E, top_k] : {std::pair{8, 2}, std::pair{60, 6}, std::pair{128, 8}}) {
+    int previous = 0;
+    for (int64_t M = 1; M <= 2048; ++M) {
+      const int tallest = cuda_mma::tallest_tile_rows(M, top_k, E);
+      EXPECT_GE(tallest, cuda_mma::choose_tile_rows(M, top_k, E)) << M;
+      EXPECT_GE(tallest, previous) << M;
+      previous = tallest;
+    }
+  }
+  // Mixtral's shape at 256 tokens: 64 rows per expert take 32-row tiles, 144 tokens took 48.
+  EXPECT_EQ(cuda_mma::choose_tile_rows(256, 2, 8), 32);
+  EXPECT_EQ(cuda_mma::tallest_tile_rows(256, 2, 8), 48);
 }
 
 // The whole forward (GPU routing included) against the reference routed on the CPU: the GPU

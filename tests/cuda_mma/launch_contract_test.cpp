@@ -16,7 +16,7 @@ cudaError_t launch(GemmPlan plan, DType dtype = DType::bf16) {
 }
 
 TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
-  // Tile heights other than 8, 16, 32, 64.
+  // Tile heights other than kTileRows.
   EXPECT_EQ(launch({.tile_rows = 24, .strips_per_cta = 8, .warps_k = 1, .grid = 1}),
             cudaErrorInvalidValue);
   // Strips x K slices must be the CTA's 8 warps.

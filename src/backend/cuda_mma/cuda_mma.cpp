@@ -128,11 +128,11 @@ struct CudaMmaExperts final : PreparedExperts {
     const int64_t pairs = tokens * top_k;
     int64_t rows = 0, tiles = 0;
     size_t scratch = 0;
-    // A batch of up to `tokens` tokens picks a tile no taller than choose_tile_rows(tokens) (it
+    // A batch of up to `tokens` tokens picks a tile no taller than tallest_tile_rows(tokens) (it
     // grows with M), so only those tiles bound the sizes: 64-row padding of every expert would
     // reserve 335 MB per DeepSeek-V3 layer at 256 tokens, where 16-row tiles need 109 MB.
-    const int tallest = cuda_mma::choose_tile_rows(tokens, top_k, E);
-    for (int tile : {8, 16, 32, 64}) {
+    const int tallest = cuda_mma::tallest_tile_rows(tokens, top_k, E);
+    for (int tile : cuda_mma::kTileRows) {
       if (tile > tallest) break;
       const AlignSizes s = align_sizes(pairs, E, tile);
       rows = std::max(rows, s.max_padded_rows);

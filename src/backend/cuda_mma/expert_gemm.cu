@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -18,21 +19,23 @@ namespace qmoe::cuda_mma {
 template <class T>
 cudaError_t launch_typed(const GemmProblem&, const GemmPlan&, cudaStream_t);
 template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows);
+int ctas_per_sm_typed(int bits, int tile_rows, bool shared);
 
 namespace {
 
-// Resident CTAs on the current device for one kernel instance, asked once.
-int resident_ctas(DType dtype, int bits, int tile_rows) {
+// Resident CTAs on the current device for one kernel instance, with its activations shared
+// (one ring per CTA) or not, asked once.
+int resident_ctas(DType dtype, int bits, int tile_rows, bool shared) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, DType, int, int>, int> cache;
+  static std::map<std::tuple<int, DType, int, int, bool>, int> cache;
   int device = 0;
   cudaGetDevice(&device);
   const std::lock_guard lock(mutex);
-  const auto key = std::make_tuple(device, dtype, bits, tile_rows);
+  const auto key = std::make_tuple(device, dtype, bits, tile_rows, shared);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int per_sm = dtype == DType::bf16 ? ctas_per_sm_typed<__nv_bfloat16>(bits, tile_rows)
-                                          : ctas_per_sm_typed<__half>(bits, tile_rows);
+  const int per_sm = dtype == DType::bf16
+                         ? ctas_per_sm_typed<__nv_bfloat16>(bits, tile_rows, shared)
+                         : ctas_per_sm_typed<__half>(bits, tile_rows, shared);
   const int n = per_sm * current_cuda_device().sm_count;
   cache.emplace(key, n);
   return n;
@@ -41,28 +44,40 @@ int resident_ctas(DType dtype, int bits, int tile_rows) {
 }  // namespace
 
 int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
-  while (tile_rows > 8 && resident_ctas(dtype, bits, tile_rows) == 0) tile_rows /= 2;
-  return tile_rows;
+  for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile)
+    if (*tile <= tile_rows && resident_ctas(dtype, bits, *tile, false) > 0) return *tile;
+  return kTileRows[0];
 }
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 32 rows run one to
+  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 48 rows run two or
   // three CTAs per SM (resident_ctas_target). Each tile dequantizes its expert's codes again, and
-  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so the tile is
-  // the smallest that holds an expert's expected rows, up to 32. Sized for the mean plus two
-  // standard deviations instead (64-row tiles at Mixtral M = 128, so that no expert takes a second
-  // tile), the forward ran 24-31% slower (session 6 runs 1-2): from 32 rows up the time follows the
-  // tile rows computed, padding included, and a 64-row tile runs one CTA per SM.
+  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so at 32
+  // expected rows (Mixtral M = 128), where 32-row tiles gave nearly half the experts a second,
+  // mostly empty tile, 48-row tiles ran 16% faster (session 7 run 1). A 48-row tile costs
+  // ~1.2-1.4x a 32-row one, so it pays only while an expert rarely needs two of them (mean plus
+  // two standard deviations within 48 rows, up to 36 expected rows): at 64 (Qwen3 M = 1024) it
+  // ran 13% slower than 32-row tiles. 64-row tiles run one CTA per SM and were 24-31% slower at
+  // 32 rows per expert (session 6 runs 1-2).
   const double rows_per_expert = double(M) * top_k / double(E);
   if (rows_per_expert < 0.9 * 8) return 8;
   if (rows_per_expert <= 16) return 16;
+  if (rows_per_expert <= 24) return 32;
+  if (rows_per_expert <= 36) return 48;
   if (rows_per_expert <= 64) return 32;
   return 64;
 }
 
+int tallest_tile_rows(int64_t M, int top_k, int64_t E) {
+  int tallest = kTileRows[0];
+  for (int64_t m = 1; m <= M; ++m) tallest = std::max(tallest, choose_tile_rows(m, top_k, E));
+  return tallest;
+}
+
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
-  const int resident = std::max(1, resident_ctas(dtype, w.bits, tile_rows));
+  // Shared activations take one ring per CTA instead of one per warp, so more CTAs may fit.
+  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));
@@ -94,6 +109,8 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // unshared ratio and so picked 8 strips for nothing (session 4 review).
   const bool staged = !w.k_source && w.K % chunk_k(w.bits) == 0;
   const bool may_share = staged && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
+  const int resident_shared =
+      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true)) : resident_unshared;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;
@@ -103,6 +120,7 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
     const bool shares = may_share && warps_k == 1;
     const double chunk_time = std::max(1.0, (shares ? act_ratio / strips : act_ratio) / kL2Ratio);
     const double items = tiles * std::ceil(double(w.strips) / strips);
+    const int resident = shares ? resident_shared : resident_unshared;
     const double cost = std::ceil(items / resident) *
                         (kStartupChunks + std::ceil(double(w.chunks) / warps_k) * chunk_time);
     if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips;
@@ -110,6 +128,7 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   plan.warps_k = 8 / plan.strips_per_cta;
   plan.share_activations = may_share && plan.warps_k == 1;
   const int64_t n_tiles = (w.strips + plan.strips_per_cta - 1) / plan.strips_per_cta;
+  const int resident = plan.share_activations ? resident_shared : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   return plan;
 }

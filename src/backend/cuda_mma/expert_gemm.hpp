@@ -42,27 +42,35 @@ struct GemmProblem {
   int64_t act_cols = 0;
 };
 
+// Tokens per tile the kernel is compiled for: the mma's N (8) times 1, 2, 4, 6 or 8.
+inline constexpr int kTileRows[] = {8, 16, 32, 48, 64};
+
 // Tiles from this many rows up may share each K slice's activations among its warps
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
 
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.
 struct GemmPlan {
-  int tile_rows = 8;       // tokens per tile: 8, 16, 32 or 64 (the mma's N times 1, 2, 4 or 8)
-  int strips_per_cta = 8;  // 16-row weight strips of one work item
-  int warps_k = 1;         // warps splitting K inside a work item (8 / strips_per_cta)
+  int tile_rows = 8;               // tokens per tile, one of kTileRows
+  int strips_per_cta = 8;          // 16-row weight strips of one work item
+  int warps_k = 1;                 // warps splitting K inside a work item (8 / strips_per_cta)
   bool share_activations = false;  // the warps of a K slice copy its activations once, together
   int grid = 0;                    // persistent CTAs
 };
 
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
-// full (small batches pay for no empty tile rows), then the smallest of 16 and 32 that holds an
-// expert's expected rows, 64 beyond 64 rows.
+// full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, 48
+// from 24 to 36 (an expert then rarely needs a second tile), 32 otherwise up to 64, 64 beyond.
+// Not monotonic in M: tallest_tile_rows bounds it over all smaller M.
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
-// The tallest tile of at most tile_rows rows whose kernel instance runs on the current device:
-// 64-row tiles stage their activations in 204-216 KB of shared memory, which an sm_90 SM has
-// and an sm_80 SM (164 KB) has not.
+// The tallest tile choose_tile_rows picks for any batch of 1 to M tokens (what a workspace for
+// M tokens must be sized for).
+int tallest_tile_rows(int64_t M, int top_k, int64_t E);
+
+// The tallest tile of at most tile_rows rows whose kernel instance runs on the current device
+// with its activations unshared: 64-row tiles then stage them in 204-216 KB of shared memory,
+// which an sm_90 SM has and an sm_80 SM (164 KB) has not.
 int fitting_tile_rows(int tile_rows, int bits, DType dtype);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in

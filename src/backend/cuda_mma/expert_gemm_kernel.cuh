@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
@@ -31,35 +32,42 @@ inline constexpr int kRedStride = 20;  // floats per token row of the reduction 
 template <class T, int BITS, int BM, bool kShared>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
-                                                const T* const (&rows)[BM / 8], uint32_t ring_sh,
-                                                const SliceShare& share, float (&acc)[BM / 8][4]) {
+                                                const T* const (&rows)[BM / 8], uint32_t code_ring,
+                                                uint32_t act_ring, int rank,
+                                                float (&acc)[BM / 8][4]) {
   constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
   const int spans_per_group = int(w.spans_per_group);
   if (spans_per_group % kSpans == 0)
-    staged_k_loop<T, BITS, BM, kSpans, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh,
-                                                share, acc);
+    staged_k_loop<T, BITS, BM, kSpans, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                                act_ring, rank, acc);
   else if (kSpans % 2 == 0 && spans_per_group % 2 == 0)
-    staged_k_loop<T, BITS, BM, 2, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
-                                           acc);
+    staged_k_loop<T, BITS, BM, 2, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                           act_ring, rank, acc);
   else
-    staged_k_loop<T, BITS, BM, 1, kShared>(w, e, strip, c_begin, c_end, lane, rows, ring_sh, share,
-                                           acc);
+    staged_k_loop<T, BITS, BM, 1, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                           act_ring, rank, acc);
 }
 
+// shared: the plan shares the activations (one activation ring per CTA, CtaRings).
 template <int BITS, int BM>
-constexpr size_t expert_gemm_shared_bytes() {
-  return std::max(size_t(kWarps) * WarpRing<BITS, BM>::kBytes,
+constexpr size_t expert_gemm_shared_bytes(bool shared) {
+  return std::max(CtaRings<BITS, BM>::bytes(shared),
                   size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
 
-// CTAs per SM the registers are budgeted for: 3 at 8-row tiles, 2 up to 32 rows, 1 at 64, but
-// never more than the shared memory lets in (228 KB per sm_90 SM, 1 KB of it reserved per CTA;
-// int8 at 32 rows needs 120 KB, so one CTA, and may then use more than 128 registers).
+// CTAs per SM the registers are budgeted for (at most 65536 / (256 x CTAs) registers a thread):
+// 3 at 8-row tiles, 2 at 16 and 32 rows, 1 at 64. int8 at 32 rows needs 120 KB of rings
+// unshared, so one CTA, and uses 172 registers. 48 rows is the tile for ~32-48 rows per expert
+// (choose_tile_rows), where the plan shares (30 KB of rings for int4): two CTAs, if its 6
+// fragments of accumulators fit 128 registers.
 template <int BITS, int BM>
 constexpr int resident_ctas_target() {
-  constexpr int kByRegisters = BM == 8 ? 3 : BM <= 32 ? 2 : 1;
-  constexpr int kByShared = int((228 * 1024) / (expert_gemm_shared_bytes<BITS, BM>() + 1024));
-  return std::max(1, std::min(kByRegisters, kByShared));
+  if constexpr (BM == 8)
+    return 3;
+  else if constexpr (BM == 16 || (BM <= 48 && BITS == 4))
+    return 2;
+  else
+    return 1;
 }
 
 template <class T, int BITS, int BM>
@@ -67,18 +75,21 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
                        const bool share_activations) {
   constexpr int kFrags = BM / 8;
-  constexpr int kRingBytes = WarpRing<BITS, BM>::kBytes;
-  // The warps' rings [warp][kRingBytes]; between K loops the same memory holds the K-split
-  // partial sums red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
+  // The rings (CtaRings); between K loops the same memory holds the K-split partial sums
+  // red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
   // The rings must start 128-byte aligned: 80 bytes of static __shared__ memory ahead of them
   // made 8- and 16-row tiles 2x slower, and the same 80 bytes with this array declared
   // __align__(128) cost nothing (bench/NOTES.md, session 4 runs 5-6, session 5 run 1).
   extern __shared__ uint4 shared_sh[];
   float* red_sh = reinterpret_cast<float*>(shared_sh);
-  const uint32_t ring_sh = shared_address(shared_sh) + (threadIdx.x / 32) * kRingBytes;
+  using Rings = CtaRings<BITS, BM>;
+  const bool shared_rings = kMayShare<BM> && share_activations;
+  const uint32_t base_sh = shared_address(shared_sh);
+  const uint32_t code_ring = base_sh + Rings::code_ring(threadIdx.x / 32, shared_rings);
+  const uint32_t act_ring = base_sh + Rings::act_ring(threadIdx.x / 32, shared_rings);
 
-  zero_activation_slots<BITS, BM>(ring_sh, threadIdx.x % 32);
-  __syncthreads();  // before the warps of a slice copy into each other's rings
+  zero_activation_slots<BITS, BM>(act_ring, threadIdx.x % 32);
+  __syncthreads();  // before the warps of a slice copy into the CTA's ring
 
   const PackedWeightView& w = p.w;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -100,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // Not at 8-row tiles: there the registers are capped at 80 (three CTAs per SM), and with this
   // epilogue compiled in, the item loop spilled 4x more and 8-row rows ran 5-7% slower even
   // where the plan splits K and the epilogue never runs (session 5 run 4).
-  const bool own_sums = BM >= 16 && warps_k == 1 && !(kMayShare<BM> && share_activations);
+  const bool own_sums = BM >= 16 && warps_k == 1;
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
@@ -121,6 +132,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
 
+    // Shared ring, warps finishing their own sums: the first copies of this item refill stages
+    // that a slower warp may still be reading for the last item.
+    if (shared_rings && own_sums && item != int(blockIdx.x)) __syncthreads();
+
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
@@ -130,27 +145,28 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if (staged_rows) {
-        // Sharing comes with warps_k 1 (plan_gemm): the slice is the CTA, and warp 0's ring
-        // holds its activations.
-        if (kMayShare<BM> && share_activations)
-          staged_dispatch<T, BITS, BM, kMayShare<BM>>(
-              w, e, min(strip, w.strips - 1), c_begin, c_end, lane, rows, ring_sh,
-              SliceShare{shared_address(shared_sh), warp}, acc);
+        // Sharing comes with warps_k 1 (plan_gemm): the slice is the CTA.
+        if (shared_rings)
+          staged_dispatch<T, BITS, BM, kMayShare<BM>>(w, e, min(strip, w.strips - 1), c_begin,
+                                                      c_end, lane, rows, code_ring, act_ring, warp,
+                                                      acc);
         else if (strip < w.strips)
-          staged_dispatch<T, BITS, BM, false>(w, e, strip, c_begin, c_end, lane, rows, ring_sh,
-                                              SliceShare{}, acc);
+          staged_dispatch<T, BITS, BM, false>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                              act_ring, warp, acc);
       } else if (strip < w.strips)
-        general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, ring_sh,
+        general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
                                     acc);
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
     T* out = static_cast<T*>(p.out);
     if (own_sums) {
-      // One warp per strip and no ring read by another warp: the warp finishes its strip from
-      // its registers and goes on to its next item. No barrier ends the item, so the warps of a
-      // CTA drift apart and one warp's start-up overlaps the others' streaming (the end-of-item
-      // barriers held 10% of the decode stall samples, bench/NOTES.md session 4 run 3).
+      // One warp per strip: the warp finishes its strip from its registers and goes on to its
+      // next item. Unless the CTA shares its activations (one barrier then starts the item), no
+      // barrier ends the item, so the warps of a CTA drift apart and one warp's start-up
+      // overlaps the others' streaming (the end-of-item barriers held 10% of the decode stall
+      // samples, bench/NOTES.md session 4 run 3). Shared or not, the shared-memory round trip of
+      // the K-split sums is skipped.
       if (e < 0 || strip >= w.strips) continue;
       const int64_t n0 = strip * kStripRows;
       // One (fragment, token) at a time, not unrolled: the body (activation included) appears
@@ -252,11 +268,11 @@ template <class T, int BITS, int BM>
 cudaError_t allow_shared_bytes() {
   return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              int(expert_gemm_shared_bytes<BITS, BM>()));
+                              int(expert_gemm_shared_bytes<BITS, BM>(false)));
 }
 
 // Calls f.template operator()<BITS, BM>() for the compiled instance of (bits, tile rows):
-// 4 or 8 bits, tiles of 8, 16, 32 or 64 rows (choose_tile_rows).
+// 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows).
 template <class F>
 auto with_instance(int bits, int tile_rows, F&& f) {
   const bool int4 = bits == 4;
@@ -264,13 +280,14 @@ auto with_instance(int bits, int tile_rows, F&& f) {
     case 8: return int4 ? f.template operator()<4, 8>() : f.template operator()<8, 8>();
     case 16: return int4 ? f.template operator()<4, 16>() : f.template operator()<8, 16>();
     case 32: return int4 ? f.template operator()<4, 32>() : f.template operator()<8, 32>();
+    case 48: return int4 ? f.template operator()<4, 48>() : f.template operator()<8, 48>();
     default: return int4 ? f.template operator()<4, 64>() : f.template operator()<8, 64>();
   }
 }
 
 template <class T>
 cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
-  if (plan.tile_rows != 8 && plan.tile_rows != 16 && plan.tile_rows != 32 && plan.tile_rows != 64)
+  if (std::find(std::begin(kTileRows), std::end(kTileRows), plan.tile_rows) == std::end(kTileRows))
     return cudaErrorInvalidValue;
   // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
   // the whole CTA (all warps in warp 0's ring, one barrier): any other plan would be wrong
@@ -278,21 +295,22 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
+    const bool shared = kMayShare<BM> && plan.share_activations;
     expert_gemm_kernel<T, BITS, BM>
-        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(), stream>>>(
+        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(shared), stream>>>(
             p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
     return cudaGetLastError();
   });
 }
 
 template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows) {
+int ctas_per_sm_typed(int bits, int tile_rows, bool shared) {
   return with_instance(bits, tile_rows, [&]<int BITS, int BM>() {
     int n = 0;
     if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
-                                                      expert_gemm_shared_bytes<BITS, BM>()) !=
-            cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, expert_gemm_kernel<T, BITS, BM>, kThreads,
+            expert_gemm_shared_bytes<BITS, BM>(kMayShare<BM> && shared)) != cudaSuccess) {
       cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
       return 0;
     }

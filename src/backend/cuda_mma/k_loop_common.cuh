@@ -18,29 +18,49 @@ __host__ __device__ constexpr int chunks_per_iteration() {
   return BM == 8 || BITS == 8 ? 2 : 1;
 }
 
-// A warp's staging area in shared memory, filled by cp.async. Each lane copies and later reads
+// The staging areas in shared memory, filled by cp.async. Each lane copies and later reads
 // only its own 16-byte code slots, so for codes cp.async's per-thread completion is the only
 // ordering needed; activations shared by the CTA's warps also need the slice's barrier
 // (k_loop_staged.cuh). Codes run kCodeStages - 1 iterations ahead, and so do the activations
 // (the staged loop): loaded straight into registers they were consumed ~20 instructions after
 // their load and their L2 latency stalled the first mma of every iteration (42% of all stall
 // samples, bench/NOTES.md run 6).
-// Layout per lane: codes [kCodeStages][kChunksPerIter], then activations
-// [kActStages][kSpansPerIter][BM / 8], each a 16-byte slot of 32 lanes.
+// A warp's code ring is [kCodeStages][kChunksPerIter] slots, an activation ring
+// [kActStages][kSpansPerIter][BM / 8] slots; every slot is 16 bytes of 32 lanes. CtaRings
+// places them.
 template <int BITS, int BM>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
   // cp.async groups complete in order, so the wait for the activations also bounds the codes'
   // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
-  // run 2). 3 + 3 stages: 72 KB per CTA at 8-row tiles (three CTAs per SM), 108 KB at 32 rows
-  // of int4 (two), 120 KB at 32 rows of int8 (one), 204-216 KB at 64 rows (one).
+  // run 2).
   static constexpr int kCodeStages = 3;
   static constexpr int kActStages = 3;
   static constexpr int kSlotBytes = kLanes * 16;
   static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;
   static constexpr int kActStageBytes = kSpansPerIter * (BM / 8) * kSlotBytes;
-  static constexpr int kBytes = kCodeStages * kCodeStageBytes + kActStages * kActStageBytes;
+  static constexpr int kCodeBytes = kCodeStages * kCodeStageBytes;
+  static constexpr int kActBytes = kActStages * kActStageBytes;
+};
+
+// Where a CTA's rings lie (offsets from the start of its dynamic shared memory). Unshared, warp
+// by warp, its code ring then its activation ring (so one register addresses both): 72 KB at
+// 8-row tiles (three CTAs per SM), 108 KB at 32 rows of int4, 156 KB at 48, 204-216 KB at 64.
+// Shared, the kWarps code rings and then the CTA's one activation ring: 24 KB at 32 rows of
+// int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64.
+template <int BITS, int BM>
+struct CtaRings {
+  using Ring = WarpRing<BITS, BM>;
+  __host__ __device__ static constexpr uint32_t code_ring(int warp, bool shared) {
+    return uint32_t(warp) * (shared ? Ring::kCodeBytes : Ring::kCodeBytes + Ring::kActBytes);
+  }
+  __host__ __device__ static constexpr uint32_t act_ring(int warp, bool shared) {
+    return shared ? uint32_t(kWarps * Ring::kCodeBytes) : code_ring(warp, false) + Ring::kCodeBytes;
+  }
+  __host__ __device__ static constexpr size_t bytes(bool shared) {
+    return size_t(kWarps) * Ring::kCodeBytes + size_t(shared ? 1 : kWarps) * Ring::kActBytes;
+  }
 };
 
 // A group's scale pair and zero pair as loaded, and as the dequantization uses them. Loads go

@@ -52,7 +52,7 @@ template <class T, int BITS, int BM>
 __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int64_t strip,
                                                int c_begin, int c_end, int lane,
                                                const T* const (&rows)[BM / 8], bool vector_ok,
-                                               uint32_t ring_sh, float (&acc)[BM / 8][4]) {
+                                               uint32_t code_ring, float (&acc)[BM / 8][4]) {
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
   constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
@@ -89,7 +89,7 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
   // This lane's code slots; stage of iteration it = it % kCodeStages.
   using Ring = WarpRing<BITS, BM>;
   constexpr int kCodeLead = Ring::kCodeStages - 1;
-  const uint32_t code_slots = ring_sh + lane * 16;
+  const uint32_t code_slots = code_ring + lane * 16;
   auto issue_codes = [&](int it) {
     const int first = c_begin + it * kChunksPerIter;
     const uint32_t slot = code_slots + (it % Ring::kCodeStages) * Ring::kCodeStageBytes;

@@ -23,22 +23,20 @@ inline constexpr bool kMayShare = BM >= kMinSharedTileRows;
 // __syncthreads).
 inline constexpr int kSliceBarrier = 1;
 
-struct SliceShare {
-  uint32_t ring_sh = 0;  // ring of the slice's first warp, whose activation stages it uses
-  int rank = 0;          // this warp among the slice's kWarps warps
-};
-
 // One warp: its strip's chunks [c_begin, c_end) against BM / 8 fragments of 8 token rows.
 // Preconditions: c_begin is a multiple of the ring's chunks per iteration, and kFlushSpans
 // divides both the spans of an iteration and the spans of a group. Groups then end only at
 // flush points (every kFlushSpans spans), so the group cursor moves once per flush point, not
-// once per span. kShared: the slice is all kWarps warps of the CTA (plan_gemm shares only when
-// warps_k is 1), and every one of them must call it with the same range (barriers).
+// once per span. code_ring and act_ring: this warp's code ring and the activation ring it reads
+// (CtaRings). kShared: the slice is all kWarps warps of the CTA (plan_gemm shares only when
+// warps_k is 1), act_ring is the CTA's, and every warp (rank = its index) must call this with
+// the same range (barriers).
 template <class T, int BITS, int BM, int kFlushSpans, bool kShared>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
-                                              const T* const (&rows)[BM / 8], uint32_t ring_sh,
-                                              const SliceShare& share, float (&acc)[BM / 8][4]) {
+                                              const T* const (&rows)[BM / 8], uint32_t code_ring,
+                                              uint32_t act_ring, int rank,
+                                              float (&acc)[BM / 8][4]) {
   using Ring = WarpRing<BITS, BM>;
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
@@ -66,30 +64,29 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // Stage s: this warp's codes at code_base + s * kCodeStageBytes, the slice's activations at
   // act_base + s * kActStageBytes. Iteration i reads stage i % kStages and refills the stage
   // read by iteration i - 1 with iteration i + kLead's copies.
-  const uint32_t code_base = ring_sh + lane * 16;
-  const uint32_t act_base =
-      (kShared ? share.ring_sh : ring_sh) + kStages * Ring::kCodeStageBytes + lane * 16;
+  const uint32_t code_base = code_ring + lane * 16;
+  const uint32_t act_base = act_ring + lane * 16;
   const uint4* code_src = static_cast<const uint4*>(w.codes) +
                           ((int64_t(e) * w.strips + strip) * w.chunks + c_begin) * kLanes + lane;
   int64_t act_k = int64_t(span0) * kSpanK + 8 * t;
   // Shared: activation slot q = i * kFrags + f (span i, fragment f) is this warp's to copy when
-  // q % kWarps == share.rank. Its slots' sources are fixed for the whole range, so they are
-  // picked once here: tested per slot, the choice was recomputed in every iteration (~20
-  // instructions each at 32 rows, where the registers are capped at 128).
+  // q % kWarps == rank (at 48 rows, 12 slots: warps 0-3 copy two, 4-7 one). Its slots' sources
+  // are fixed for the whole range, so they are picked once here: tested per slot, the choice was
+  // recomputed in every iteration (~20 instructions each at 32 rows, where the registers are
+  // capped at 128).
   constexpr int kSlots = kSpansPerIter * kFrags;
-  constexpr int kMySlots = kShared ? kSlots / kWarps : 1;
-  static_assert(!kShared || kSlots % kWarps == 0);
-  const T* my_src[kMySlots];  // row + the span's k offset; nullptr: a row past the last pair
+  constexpr int kMySlots = kShared ? (kSlots + kWarps - 1) / kWarps : 1;
+  const T* my_src[kMySlots];  // row + the span's k offset; nullptr: no row or no slot
   int my_chunk[kMySlots];     // chunk of the iteration the slot's span lies in
   uint32_t my_dst[kMySlots];  // byte offset of the slot in a stage
   if constexpr (kShared) {
 #pragma unroll
     for (int j = 0; j < kMySlots; ++j) {
-      const int q = share.rank + j * kWarps, i = q / kFrags, f = q % kFrags;
-      const T* row = nullptr;
+      const int q = rank + j * kWarps, i = q / kFrags, f = q % kFrags;
+      const T* row = nullptr;  // stays nullptr for q past the last slot
 #pragma unroll
       for (int ff = 0; ff < kFrags; ++ff)
-        if (ff == f) row = rows[ff];
+        if (ff == f && q < kSlots) row = rows[ff];
       my_src[j] = row ? row + i * kSpanK : nullptr;
       my_chunk[j] = i / kSpansPerChunk;
       my_dst[j] = q * Ring::kSlotBytes;
@@ -193,14 +190,14 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   flush_group(cur.scale, part, acc);  // the group the range ends in, if it ends mid-group
 }
 
-// Clears this lane's activation slots once per kernel (see the absent rows in issue).
+// Clears this lane's slots of the activation ring act_ring once per kernel (see the absent rows
+// in issue; a shared ring is cleared by every warp, before the barrier that follows).
 template <int BITS, int BM>
-__device__ __forceinline__ void zero_activation_slots(uint32_t ring_sh, int lane) {
+__device__ __forceinline__ void zero_activation_slots(uint32_t act_ring, int lane) {
   using Ring = WarpRing<BITS, BM>;
-  const uint32_t first = ring_sh + Ring::kCodeStages * Ring::kCodeStageBytes + lane * 16;
 #pragma unroll
-  for (int i = 0; i < Ring::kActStages * Ring::kActStageBytes / Ring::kSlotBytes; ++i)
-    store_shared16(first + i * Ring::kSlotBytes, make_uint4(0, 0, 0, 0));
+  for (int i = 0; i < Ring::kActBytes / Ring::kSlotBytes; ++i)
+    store_shared16(act_ring + lane * 16 + i * Ring::kSlotBytes, make_uint4(0, 0, 0, 0));
 }
 
 }  // namespace qmoe::cuda_mma
