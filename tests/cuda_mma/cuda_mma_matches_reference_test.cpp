@@ -24,6 +24,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda_mma/cuda_mma.hpp"
 #include "backend/cuda_mma/expert_gemm.hpp"
+#include "cuda/align.hpp"
 #include "cuda/device.hpp"
 #include "cuda/device_buffer.hpp"
 #include "qmoe/error.hpp"
@@ -256,22 +257,25 @@ const Scenario kScenarios[] = {
               .scheme = scheme(8, 32, true),
               .bias = true,
               .act_dtype = bf16}},
-    // 24 rows per expert and 125 strips: GEMM1's warps share their activations (one K
-    // slice per CTA), and the last N tile has warps past the last strip.
-    Scenario{"int4_channelwise_m96_e8_top2_tile32_shared",
+    // 64 rows per expert and 125 strips: GEMM1's warps share their activations (one K
+    // slice per CTA), the last N tile has warps past the last strip, and there are more work
+    // items than resident CTAs (the barrier that starts a sharing CTA's next item). Shared by
+    // a margin: 8 activation bytes per code byte, the plan shares from 6.
+    Scenario{"int4_channelwise_m256_e8_top2_tile32_shared",
              {.E = 8,
               .H = 256,
               .I = 1000,
-              .M = 96,
+              .M = 256,
               .top_k = 2,
               .scheme = scheme(4, kChannelwise),
               .act_dtype = bf16}},
     // The same at 48-row tiles, whose 12 activation slots per iteration do not split evenly
-    // over the 8 warps that copy them.
+    // over the 8 warps that copy them; 300 strips, so ~300 work items for 264 resident CTAs
+    // on an H200.
     Scenario{"int4_channelwise_m144_e8_top2_tile48_shared",
              {.E = 8,
               .H = 256,
-              .I = 1000,
+              .I = 2400,
               .M = 144,
               .top_k = 2,
               .scheme = scheme(4, kChannelwise),
@@ -279,11 +283,11 @@ const Scenario kScenarios[] = {
     // The same sharing over 16 chunks of K (GEMM1: 8 strips x 1 slice by the plan's
     // model), so the shared loop runs whole unchecked trips, not only its checked tail;
     // GEMM2's K (992) is not whole chunks, so it must not share. At 32 and 48 rows.
-    Scenario{"int4_g32_m96_e8_top2_tile32_shared_long_k",
+    Scenario{"int4_g32_m256_e8_top2_tile32_shared_long_k",
              {.E = 8,
               .H = 1024,
               .I = 992,
-              .M = 96,
+              .M = 256,
               .top_k = 2,
               .scheme = scheme(4, 32),
               .act_dtype = bf16}},
@@ -534,16 +538,24 @@ TEST(CudaMmaScenarios, TileInTheNameIsTheChosenTile) {
   EXPECT_EQ(labelled, (std::set<int>{16, 32, 48, 64}));  // the tiles decode alone does not reach
 }
 
-// A workspace for M tokens is sized for tallest_tile_rows(M), and a smaller batch run in it picks
-// choose_tile_rows(m), which is not monotonic in m (48-row tiles only at 24-36 rows per expert).
-TEST(CudaMmaScenarios, TallestTileBoundsEverySmallerBatch) {
+// The cuda-mma workspace for M tokens holds the alignment of every tile up to
+// tallest_tile_rows(M) at M tokens; a smaller batch m run in it takes choose_tile_rows(m), which
+// is not monotonic in m (48-row tiles only at 24-36 rows per expert), and must still fit.
+TEST(CudaMmaScenarios, WorkspaceTilesBoundEverySmallerBatch) {
   for (const auto& [E, top_k] : {std::pair{8, 2}, std::pair{60, 6}, std::pair{128, 8}}) {
-    int previous = 0;
-    for (int64_t M = 1; M <= 2048; ++M) {
-      const int tallest = cuda_mma::tallest_tile_rows(M, top_k, E);
-      EXPECT_GE(tallest, cuda_mma::choose_tile_rows(M, top_k, E)) << M;
-      EXPECT_GE(tallest, previous) << M;
-      previous = tallest;
+    for (int64_t M = 1; M <= 300; ++M) {
+      int64_t rows = 0, tiles = 0;
+      for (int tile : cuda_mma::kTileRows) {
+        if (tile > cuda_mma::tallest_tile_rows(M, top_k, E)) break;
+        const AlignSizes s = align_sizes(M * top_k, E, tile);
+        rows = std::max(rows, s.max_padded_rows);
+        tiles = std::max(tiles, s.max_tiles);
+      }
+      for (int64_t m = 1; m <= M; ++m) {
+        const AlignSizes s = align_sizes(m * top_k, E, cuda_mma::choose_tile_rows(m, top_k, E));
+        ASSERT_LE(s.max_padded_rows, rows) << "E " << E << " M " << M << " m " << m;
+        ASSERT_LE(s.max_tiles, tiles) << "E " << E << " M " << M << " m " << m;
+      }
     }
   }
   // Mixtral's shape at 256 tokens: 64 rows per expert take 32-row tiles, 144 tokens took 48.

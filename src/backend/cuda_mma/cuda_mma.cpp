@@ -228,10 +228,8 @@ class CudaMmaBackend final : public Backend {
                           const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
-    // The wider codes need the larger rings, so a tile that fits them fits both GEMMs.
-    const int tile_rows =
-        cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(M, p.top_k, p.E),
-                                    std::max(p.w13.view.bits, p.w2.view.bits), dtype);
+    const int tile_rows = cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(M, p.top_k, p.E),
+                                                      p.w13.view, p.w2.view, dtype);
     const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
     AlignOutputs aligned;
     aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();

@@ -43,15 +43,25 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared) {
 
 }  // namespace
 
-int fitting_tile_rows(int tile_rows, int bits, DType dtype) {
-  for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile)
-    if (*tile <= tile_rows && resident_ctas(dtype, bits, *tile, false) > 0) return *tile;
+bool runs_staged(const PackedWeightView& w) { return !w.k_source && w.K % chunk_k(w.bits) == 0; }
+
+int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
+                      DType dtype) {
+  // The wider codes need the larger rings, so a tile that fits them fits both GEMMs.
+  const int bits = std::max(w13.bits, w2.bits);
+  auto pays_at_48_rows = [](const PackedWeightView& w) { return w.bits != 4 || runs_staged(w); };
+  for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile) {
+    if (*tile > tile_rows) continue;
+    if (*tile == 48 && !(pays_at_48_rows(w13) && pays_at_48_rows(w2))) continue;
+    if (resident_ctas(dtype, bits, *tile, false) > 0) return *tile;
+  }
   return kTileRows[0];
 }
 
 int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: tiles of 8 to 48 rows run two or
-  // three CTAs per SM (resident_ctas_target). Each tile dequantizes its expert's codes again, and
+  // Up to ~64 rows per expert the forward is weight bytes: int4 tiles of 8 to 48 rows run two
+  // or three CTAs per SM (resident_ctas_target; 48 rows only with shared activations,
+  // fitting_tile_rows). Each tile dequantizes its expert's codes again, and
   // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so at 32
   // expected rows (Mixtral M = 128), where 32-row tiles gave nearly half the experts a second,
   // mostly empty tile, 48-row tiles ran 16% faster (session 7 run 1). A 48-row tile costs
@@ -107,8 +117,8 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // Only the staged loop shares, and it runs where the layer has no act-order and its K is whole
   // chunks; counting on sharing elsewhere charged every split but 8 strips x 1 slice the
   // unshared ratio and so picked 8 strips for nothing (session 4 review).
-  const bool staged = !w.k_source && w.K % chunk_k(w.bits) == 0;
-  const bool may_share = staged && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
+  const bool may_share =
+      runs_staged(w) && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   const int resident_shared =
       may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true)) : resident_unshared;
   GemmPlan plan;

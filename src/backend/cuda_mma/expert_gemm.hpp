@@ -68,10 +68,18 @@ int choose_tile_rows(int64_t M, int top_k, int64_t E);
 // M tokens must be sized for).
 int tallest_tile_rows(int64_t M, int top_k, int64_t E);
 
-// The tallest tile of at most tile_rows rows whose kernel instance runs on the current device
-// with its activations unshared: 64-row tiles then stage them in 204-216 KB of shared memory,
-// which an sm_90 SM has and an sm_80 SM (164 KB) has not.
-int fitting_tile_rows(int tile_rows, int bits, DType dtype);
+// Whether a GEMM's weights run the staged K loop (no act-order, K whole chunks): only that loop
+// shares activations among a CTA's warps.
+bool runs_staged(const PackedWeightView& w);
+
+// The tallest tile of at most tile_rows rows for a layer (both GEMMs take the tile) whose kernel
+// instance runs on the current device with its activations unshared (64-row tiles then stage
+// them in 204-216 KB of shared memory and int8 48-row tiles in 168 KB, which an sm_90 SM has
+// and an sm_80 SM (164 KB) has not), and, at 48 rows, pays: int4 runs two CTAs per SM there
+// only with its activations shared (30 KB of rings instead of 156 KB), so a layer with int4
+// codes that one of its GEMMs cannot stage takes 32 rows.
+int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
+                      DType dtype);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of

@@ -48,18 +48,21 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
                                            act_ring, rank, acc);
 }
 
-// shared: the plan shares the activations (one activation ring per CTA, CtaRings).
+// shared: the plan shares the activations (one activation ring per CTA, CtaRings). Unshared,
+// the K-split sums red_sh reuse the rings' memory; sharing warps sum their own strips (the
+// kernel's own_sums) and never use red_sh.
 template <int BITS, int BM>
 constexpr size_t expert_gemm_shared_bytes(bool shared) {
-  return std::max(CtaRings<BITS, BM>::bytes(shared),
+  if (shared) return CtaRings<BITS, BM>::bytes(true);
+  return std::max(CtaRings<BITS, BM>::bytes(false),
                   size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
 
 // CTAs per SM the registers are budgeted for (at most 65536 / (256 x CTAs) registers a thread):
-// 3 at 8-row tiles, 2 at 16 and 32 rows, 1 at 64. int8 at 32 rows needs 120 KB of rings
-// unshared, so one CTA, and uses 172 registers. 48 rows is the tile for ~32-48 rows per expert
-// (choose_tile_rows), where the plan shares (30 KB of rings for int4): two CTAs, if its 6
-// fragments of accumulators fit 128 registers.
+// 3 at 8-row tiles, 2 at 16 and 32 rows, 1 at 64. int8 at 32 and 48 rows never shares (its
+// activations are too few bytes per code byte, plan_gemm) and needs 120-168 KB of rings, so one
+// CTA, and uses 172-232 registers. int4 at 48 rows runs where the plan shares (30 KB of rings,
+// fitting_tile_rows): two CTAs, its 6 fragments of accumulators in 128 registers.
 template <int BITS, int BM>
 constexpr int resident_ctas_target() {
   if constexpr (BM == 8)
@@ -75,8 +78,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
                        const bool share_activations) {
   constexpr int kFrags = BM / 8;
-  // The rings (CtaRings); between K loops the same memory holds the K-split partial sums
-  // red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
+  // The rings (CtaRings); unshared, between K loops the same memory holds the K-split partial
+  // sums red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
   // The rings must start 128-byte aligned: 80 bytes of static __shared__ memory ahead of them
   // made 8- and 16-row tiles 2x slower, and the same 80 bytes with this array declared
   // __align__(128) cost nothing (bench/NOTES.md, session 4 runs 5-6, session 5 run 1).
@@ -290,7 +293,7 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (std::find(std::begin(kTileRows), std::end(kTileRows), plan.tile_rows) == std::end(kTileRows))
     return cudaErrorInvalidValue;
   // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
-  // the whole CTA (all warps in warp 0's ring, one barrier): any other plan would be wrong
+  // the whole CTA (one activation ring, one barrier): any other plan would be wrong
   // silently or deadlock, so it is refused here.
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;

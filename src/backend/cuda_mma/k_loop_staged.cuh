@@ -9,7 +9,7 @@
 namespace qmoe::cuda_mma {
 
 // The warps of a work item that work on the same K slice (one per strip) read the same
-// activations: each copies its share of the slots into the ring of the slice's first warp, and
+// activations: each copies its share of the slots into the CTA's one activation ring, and
 // one named barrier per iteration publishes the copies and frees the stage the next copies
 // refill. Copied once per warp instead, the activations of 16- and 32-row tiles were 4-8x the
 // code bytes and L2 bandwidth, not the SM, set the time (bench/NOTES.md, session 3 run 3).
@@ -106,8 +106,9 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     }
     // Rows past the tile's last pair are neither copied nor cleared: an mma's token column
     // depends only on that token's activations, and those columns are never stored. Their slots
-    // hold what was written there before (zeros from kernel start, or an earlier item's K-split
-    // sums, which share the memory): initialised, and harmless whatever the values.
+    // hold what was written there before (zeros from kernel start, an earlier item's
+    // activations, or, unshared, its K-split sums, which share the memory): initialised, and
+    // harmless whatever the values.
     if constexpr (kShared) {
 #pragma unroll
       for (int j = 0; j < kMySlots; ++j)
