@@ -538,29 +538,29 @@ TEST(CudaMmaScenarios, TileInTheNameIsTheChosenTile) {
   EXPECT_EQ(labelled, (std::set<int>{16, 32, 48, 64}));  // the tiles decode alone does not reach
 }
 
-// The cuda-mma workspace for M tokens holds the alignment of every tile up to
-// tallest_tile_rows(M) at M tokens; a smaller batch m run in it takes choose_tile_rows(m), which
-// is not monotonic in m (48-row tiles only at 24-36 rows per expert), and must still fit.
-TEST(CudaMmaScenarios, WorkspaceTilesBoundEverySmallerBatch) {
+// The cuda-mma workspace for M tokens is sized by workspace_align_sizes(M); a smaller batch m
+// run in it takes choose_tile_rows(m), which is not monotonic in m (48-row tiles only at 24-36
+// rows per expert), and its alignment must still fit.
+TEST(CudaMmaScenarios, WorkspaceHoldsEverySmallerBatch) {
   for (const auto& [E, top_k] : {std::pair{8, 2}, std::pair{60, 6}, std::pair{128, 8}}) {
     for (int64_t M = 1; M <= 300; ++M) {
-      int64_t rows = 0, tiles = 0;
-      for (int tile : cuda_mma::kTileRows) {
-        if (tile > cuda_mma::tallest_tile_rows(M, top_k, E)) break;
-        const AlignSizes s = align_sizes(M * top_k, E, tile);
-        rows = std::max(rows, s.max_padded_rows);
-        tiles = std::max(tiles, s.max_tiles);
-      }
+      const AlignSizes sized = cuda_mma::workspace_align_sizes(M, top_k, E);
       for (int64_t m = 1; m <= M; ++m) {
         const AlignSizes s = align_sizes(m * top_k, E, cuda_mma::choose_tile_rows(m, top_k, E));
-        ASSERT_LE(s.max_padded_rows, rows) << "E " << E << " M " << M << " m " << m;
-        ASSERT_LE(s.max_tiles, tiles) << "E " << E << " M " << M << " m " << m;
+        ASSERT_LE(s.max_padded_rows, sized.max_padded_rows)
+            << "E " << E << " M " << M << " m " << m;
+        ASSERT_LE(s.max_tiles, sized.max_tiles) << "E " << E << " M " << M << " m " << m;
+        ASSERT_LE(s.workspace_bytes, sized.workspace_bytes)
+            << "E " << E << " M " << M << " m " << m;
       }
     }
   }
-  // Mixtral's shape at 256 tokens: 64 rows per expert take 32-row tiles, 144 tokens took 48.
+  // Mixtral's shape: 256 tokens (64 rows per expert) take 32-row tiles, 144 took 48, and a
+  // workspace for 256 tokens holds 144 tokens' 48-row padding.
   EXPECT_EQ(cuda_mma::choose_tile_rows(256, 2, 8), 32);
-  EXPECT_EQ(cuda_mma::tallest_tile_rows(256, 2, 8), 48);
+  EXPECT_EQ(cuda_mma::choose_tile_rows(144, 2, 8), 48);
+  EXPECT_GE(cuda_mma::workspace_align_sizes(256, 2, 8).max_padded_rows,
+            align_sizes(256 * 2, 8, 48).max_padded_rows);
 }
 
 // The whole forward (GPU routing included) against the reference routed on the CPU: the GPU

@@ -126,19 +126,9 @@ struct CudaMmaExperts final : PreparedExperts {
 
   std::unique_ptr<Workspace> make_workspace(int64_t tokens, cudaStream_t stream) const {
     const int64_t pairs = tokens * top_k;
-    int64_t rows = 0, tiles = 0;
-    size_t scratch = 0;
-    // A batch of up to `tokens` tokens picks a tile no taller than tallest_tile_rows(tokens) (it
-    // grows with M), so only those tiles bound the sizes: 64-row padding of every expert would
-    // reserve 335 MB per DeepSeek-V3 layer at 256 tokens, where 16-row tiles need 109 MB.
-    const int tallest = cuda_mma::tallest_tile_rows(tokens, top_k, E);
-    for (int tile : cuda_mma::kTileRows) {
-      if (tile > tallest) break;
-      const AlignSizes s = align_sizes(pairs, E, tile);
-      rows = std::max(rows, s.max_padded_rows);
-      tiles = std::max(tiles, s.max_tiles);
-      scratch = std::max(scratch, s.workspace_bytes);
-    }
+    const AlignSizes sizes = cuda_mma::workspace_align_sizes(tokens, top_k, E);
+    const int64_t rows = sizes.max_padded_rows, tiles = sizes.max_tiles;
+    const size_t scratch = sizes.workspace_bytes;
     auto w = std::make_unique<Workspace>();
     w->tokens = tokens;
     w->topk_weights = DeviceBuffer(size_t(pairs) * sizeof(float));

@@ -78,10 +78,19 @@ int choose_tile_rows(int64_t M, int top_k, int64_t E) {
   return 64;
 }
 
-int tallest_tile_rows(int64_t M, int top_k, int64_t E) {
+AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
   int tallest = kTileRows[0];
   for (int64_t m = 1; m <= M; ++m) tallest = std::max(tallest, choose_tile_rows(m, top_k, E));
-  return tallest;
+  // Sizes grow with the pairs (align.hpp), so M tokens' bound every smaller batch at one tile.
+  AlignSizes bound;
+  for (int tile : kTileRows) {
+    if (tile > tallest) break;
+    const AlignSizes s = align_sizes(M * top_k, E, tile);
+    bound.max_padded_rows = std::max(bound.max_padded_rows, s.max_padded_rows);
+    bound.max_tiles = std::max(bound.max_tiles, s.max_tiles);
+    bound.workspace_bytes = std::max(bound.workspace_bytes, s.workspace_bytes);
+  }
+  return bound;
 }
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda_mma/layout.hpp"
+#include "cuda/align.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/dtype.hpp"
 
@@ -61,12 +62,14 @@ struct GemmPlan {
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
 // full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, 48
 // from 24 to 36 (an expert then rarely needs a second tile), 32 otherwise up to 64, 64 beyond.
-// Not monotonic in M: tallest_tile_rows bounds it over all smaller M.
+// Not monotonic in M (see workspace_align_sizes).
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
-// The tallest tile choose_tile_rows picks for any batch of 1 to M tokens (what a workspace for
-// M tokens must be sized for).
-int tallest_tile_rows(int64_t M, int top_k, int64_t E);
+// Alignment sizes (align.hpp) that hold every batch of 1 to M tokens at the tile
+// choose_tile_rows picks for it: the largest of M tokens' sizes over the tiles up to the tallest
+// any such batch picks (only those: 64-row padding of every expert would reserve 335 MB per
+// DeepSeek-V3 layer at 256 tokens, where 16-row tiles need 109 MB).
+AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E);
 
 // Whether a GEMM's weights run the staged K loop (no act-order, K whole chunks): only that loop
 // shares activations among a CTA's warps.

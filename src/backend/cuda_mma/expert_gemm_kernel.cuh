@@ -48,12 +48,12 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
                                            act_ring, rank, acc);
 }
 
-// shared: the plan shares the activations (one activation ring per CTA, CtaRings). Unshared,
-// the K-split sums red_sh reuse the rings' memory; sharing warps sum their own strips (the
-// kernel's own_sums) and never use red_sh.
+// share_activations: the plan's flag; tiles of kMayShare rows then get one activation ring per
+// CTA (CtaRings). Unshared, the K-split sums red_sh reuse the rings' memory; sharing warps sum
+// their own strips (the kernel's own_sums) and never use red_sh.
 template <int BITS, int BM>
-constexpr size_t expert_gemm_shared_bytes(bool shared) {
-  if (shared) return CtaRings<BITS, BM>::bytes(true);
+constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
+  if (kMayShare<BM> && share_activations) return CtaRings<BITS, BM>::bytes(true);
   return std::max(CtaRings<BITS, BM>::bytes(false),
                   size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
@@ -135,9 +135,9 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
 
-    // Shared ring, warps finishing their own sums: the first copies of this item refill stages
-    // that a slower warp may still be reading for the last item.
-    if (shared_rings && own_sums && item != int(blockIdx.x)) __syncthreads();
+    // Shared ring (its warps finish their own sums, own_sums): the first copies of this item
+    // refill stages that a slower warp may still be reading for the last item.
+    if (shared_rings && item != int(blockIdx.x)) __syncthreads();
 
     const int c_begin = kw * chunks_per_warp;
     const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
@@ -298,10 +298,9 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
-    const bool shared = kMayShare<BM> && plan.share_activations;
     expert_gemm_kernel<T, BITS, BM>
-        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(shared), stream>>>(
-            p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
+        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(plan.share_activations),
+           stream>>>(p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
     return cudaGetLastError();
   });
 }
@@ -311,9 +310,9 @@ int ctas_per_sm_typed(int bits, int tile_rows, bool shared) {
   return with_instance(bits, tile_rows, [&]<int BITS, int BM>() {
     int n = 0;
     if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, expert_gemm_kernel<T, BITS, BM>, kThreads,
-            expert_gemm_shared_bytes<BITS, BM>(kMayShare<BM> && shared)) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
+                                                      expert_gemm_shared_bytes<BITS, BM>(shared)) !=
+            cudaSuccess) {
       cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
       return 0;
     }
