@@ -147,6 +147,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
       {8, 1}, {8, 2}, {4, 1}, {2, 1}, {1, 1}};  // strips, run
   for (auto [strips, run] : kSplits) {
     if (run > 1 && !may_run) continue;
+    // Runs only where their items still fill every resident CTA: fewer CTAs streaming means
+    // fewer bytes in flight, which the wave model does not see.
+    if (run > 1 && tiles * std::ceil(double(w.strips) / (strips * run)) < resident_run) continue;
     const int warps_k = 8 / strips;
     if (strips < 8 && w.chunks < warps_k) break;  // at least one chunk per warp
     const bool shares = may_share && warps_k == 1;
