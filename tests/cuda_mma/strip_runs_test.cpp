@@ -61,6 +61,11 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   view.zero_pairs = packed.zero_pairs.empty() ? nullptr : zeros.as<uint16_t>();
   view.bias = bias.as<float>();
   ASSERT_TRUE(runs_strips(view)) << "the case must be one that runs can take";
+  // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
+  // residency.
+  const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
+  ASSERT_GT(resident, 0);
+  EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
 
   // Sorted rows in 8-row tiles: 0-13 rows per expert (some experts none, some two tiles).
   constexpr int kTile = kRunTileRows;

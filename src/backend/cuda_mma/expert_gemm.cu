@@ -21,11 +21,7 @@ cudaError_t launch_typed(const GemmProblem&, const GemmPlan&, cudaStream_t);
 template <class T>
 int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run);
 
-namespace {
-
-// Resident CTAs on the current device for one kernel instance, with its activations shared
-// (one ring per CTA) or not, and its strip run, asked once.
-int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run = 1) {
+int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run) {
   static std::mutex mutex;
   static std::map<std::tuple<int, DType, int, int, bool, int>, int> cache;
   int device = 0;
@@ -41,8 +37,6 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run = 1
   return n;
 }
 
-}  // namespace
-
 bool runs_staged(const PackedWeightView& w) { return !w.k_source && w.K % chunk_k(w.bits) == 0; }
 
 bool runs_strips(const PackedWeightView& w) {
@@ -57,7 +51,7 @@ int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWe
   for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile) {
     if (*tile > tile_rows) continue;
     if (*tile == 48 && !(pays_at_48_rows(w13) && pays_at_48_rows(w2))) continue;
-    if (resident_ctas(dtype, bits, *tile, false) > 0) return *tile;
+    if (resident_ctas(dtype, bits, *tile, false, 1) > 0) return *tile;
   }
   return kTileRows[0];
 }
@@ -100,7 +94,7 @@ AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
   // Shared activations take one ring per CTA instead of one per warp, so more CTAs may fit.
-  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false));
+  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false, 1));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));
@@ -133,7 +127,7 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const bool may_share =
       runs_staged(w) && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   const int resident_shared =
-      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true)) : resident_unshared;
+      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true, 1)) : resident_unshared;
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
   // per two strips, half the items. Only at the run tile (never shared), and only where a warp
   // would have more than one strip to go to.

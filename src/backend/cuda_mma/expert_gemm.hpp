@@ -98,6 +98,12 @@ bool runs_strips(const PackedWeightView& w);
 int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
                       DType dtype);
 
+// Resident CTAs on the current device for the kernel instance of (dtype, bits, tile rows,
+// activations shared or not, strip run), asked once per device. The first call also opts the
+// instance into the shared memory it needs, which its launches require: plan_gemm calls it for
+// every instance it may plan.
+int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
+
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of
 // a K slice share its activations, and the grid.
