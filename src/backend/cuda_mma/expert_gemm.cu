@@ -19,31 +19,29 @@ namespace qmoe::cuda_mma {
 template <class T>
 cudaError_t launch_typed(const GemmProblem&, const GemmPlan&, cudaStream_t);
 template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows, bool shared);
+int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run);
 
-namespace {
-
-// Resident CTAs on the current device for one kernel instance, with its activations shared
-// (one ring per CTA) or not, asked once.
-int resident_ctas(DType dtype, int bits, int tile_rows, bool shared) {
+int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, DType, int, int, bool>, int> cache;
+  static std::map<std::tuple<int, DType, int, int, bool, int>, int> cache;
   int device = 0;
   cudaGetDevice(&device);
   const std::lock_guard lock(mutex);
-  const auto key = std::make_tuple(device, dtype, bits, tile_rows, shared);
+  const auto key = std::make_tuple(device, dtype, bits, tile_rows, shared, run);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const int per_sm = dtype == DType::bf16
-                         ? ctas_per_sm_typed<__nv_bfloat16>(bits, tile_rows, shared)
-                         : ctas_per_sm_typed<__half>(bits, tile_rows, shared);
+                         ? ctas_per_sm_typed<__nv_bfloat16>(bits, tile_rows, shared, run)
+                         : ctas_per_sm_typed<__half>(bits, tile_rows, shared, run);
   const int n = per_sm * current_cuda_device().sm_count;
   cache.emplace(key, n);
   return n;
 }
 
-}  // namespace
-
 bool runs_staged(const PackedWeightView& w) { return !w.k_source && w.K % chunk_k(w.bits) == 0; }
+
+bool runs_strips(const PackedWeightView& w) {
+  return runs_staged(w) && w.chunks % kRunChunkMultiple == 0;
+}
 
 int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
                       DType dtype) {
@@ -53,7 +51,7 @@ int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWe
   for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile) {
     if (*tile > tile_rows) continue;
     if (*tile == 48 && !(pays_at_48_rows(w13) && pays_at_48_rows(w2))) continue;
-    if (resident_ctas(dtype, bits, *tile, false) > 0) return *tile;
+    if (resident_ctas(dtype, bits, *tile, false, 1) > 0) return *tile;
   }
   return kTileRows[0];
 }
@@ -96,7 +94,7 @@ AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
   // Shared activations take one ring per CTA instead of one per warp, so more CTAs may fit.
-  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false));
+  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false, 1));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));
@@ -129,25 +127,40 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const bool may_share =
       runs_staged(w) && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   const int resident_shared =
-      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true)) : resident_unshared;
+      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true, 1)) : resident_unshared;
+  // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
+  // per two strips, half the items. Only at the run tile (never shared), and only where a warp
+  // would have more than one strip to go to.
+  const bool may_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8;
+  const int resident_run =
+      may_run ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, false, 2)) : 0;
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;
-  for (int strips : {8, 4, 2, 1}) {
+  constexpr std::pair<int, int> kSplits[] = {
+      {8, 1}, {8, 2}, {4, 1}, {2, 1}, {1, 1}};  // strips, run
+  for (auto [strips, run] : kSplits) {
+    if (run > 1 && !may_run) continue;
+    // Runs only where their items still fill every resident CTA: fewer CTAs streaming means
+    // fewer bytes in flight, which the wave model does not see.
+    if (run > 1 && tiles * std::ceil(double(w.strips) / (strips * run)) < resident_run) continue;
     const int warps_k = 8 / strips;
     if (strips < 8 && w.chunks < warps_k) break;  // at least one chunk per warp
     const bool shares = may_share && warps_k == 1;
     const double chunk_time = std::max(1.0, (shares ? act_ratio / strips : act_ratio) / kL2Ratio);
-    const double items = tiles * std::ceil(double(w.strips) / strips);
-    const int resident = shares ? resident_shared : resident_unshared;
+    const double items = tiles * std::ceil(double(w.strips) / (strips * run));
+    const int resident = run > 1 ? resident_run : shares ? resident_shared : resident_unshared;
     const double cost = std::ceil(items / resident) *
-                        (kStartupChunks + std::ceil(double(w.chunks) / warps_k) * chunk_time);
-    if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips;
+                        (kStartupChunks + run * std::ceil(double(w.chunks) / warps_k) * chunk_time);
+    if (best == 0.0 || cost < best) best = cost, plan.strips_per_cta = strips, plan.strip_run = run;
   }
   plan.warps_k = 8 / plan.strips_per_cta;
   plan.share_activations = may_share && plan.warps_k == 1;
-  const int64_t n_tiles = (w.strips + plan.strips_per_cta - 1) / plan.strips_per_cta;
-  const int resident = plan.share_activations ? resident_shared : resident_unshared;
+  const int64_t n_tiles = (w.strips + plan.strips_per_cta * plan.strip_run - 1) /
+                          (plan.strips_per_cta * plan.strip_run);
+  const int resident = plan.strip_run > 1       ? resident_run
+                       : plan.share_activations ? resident_shared
+                                                : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   return plan;
 }

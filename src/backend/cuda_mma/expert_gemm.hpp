@@ -50,13 +50,23 @@ inline constexpr int kTileRows[] = {8, 16, 32, 48, 64};
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
 
+// Strip runs (GemmPlan::strip_run 2): at tiles of kRunTileRows rows a warp that owns whole
+// strips may stream two of them, back to back, as one K loop; the layer's chunks must then be a
+// multiple of kRunChunkMultiple (the loop's chunks per iteration there).
+inline constexpr int kRunTileRows = 8;
+inline constexpr int kRunChunkMultiple = 2;
+
 // How one launch splits the work; chosen by plan_gemm from the problem and the device.
 struct GemmPlan {
   int tile_rows = 8;               // tokens per tile, one of kTileRows
   int strips_per_cta = 8;          // 16-row weight strips of one work item
   int warps_k = 1;                 // warps splitting K inside a work item (8 / strips_per_cta)
   bool share_activations = false;  // the warps of a K slice copy its activations once, together
-  int grid = 0;                    // persistent CTAs
+  // Strips each warp streams in a row (1, or 2 with one K slice at kRunTileRows rows): a work
+  // item is then strips_per_cta x strip_run strips. Where the activation rows turn out not to
+  // be 16-byte aligned, the launch runs 1.
+  int strip_run = 1;
+  int grid = 0;  // persistent CTAs
 };
 
 // Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
@@ -75,6 +85,10 @@ AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E);
 // shares activations among a CTA's warps.
 bool runs_staged(const PackedWeightView& w);
 
+// Whether a GEMM's weights can run strips back to back (GemmPlan::strip_run): the staged loop,
+// and whole iterations per strip.
+bool runs_strips(const PackedWeightView& w);
+
 // The tallest tile of at most tile_rows rows for a layer (both GEMMs take the tile) whose kernel
 // instance runs on the current device with its activations unshared (64-row tiles then stage
 // them in 204-216 KB of shared memory and int8 48-row tiles in 168 KB, which an sm_90 SM has
@@ -83,6 +97,12 @@ bool runs_staged(const PackedWeightView& w);
 // codes that one of its GEMMs cannot stage takes 32 rows.
 int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
                       DType dtype);
+
+// Resident CTAs on the current device for the kernel instance of (dtype, bits, tile rows,
+// activations shared or not, strip run), asked once per device. The first call also opts the
+// instance into the shared memory it needs, which its launches require: plan_gemm calls it for
+// every instance it may plan.
+int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of

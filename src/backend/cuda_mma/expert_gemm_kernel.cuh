@@ -29,23 +29,23 @@ inline constexpr int kRedStride = 20;  // floats per token row of the reduction 
                                        // keeps the 4 lanes of a quad on different banks
 
 // The staged loop for the flush period this layer's groups allow (see staged_k_loop).
-template <class T, int BITS, int BM, bool kShared>
+template <class T, int BITS, int BM, bool kShared, int kRun>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
                                                 const T* const (&rows)[BM / 8], uint32_t code_ring,
                                                 uint32_t act_ring, int rank,
-                                                float (&acc)[BM / 8][4]) {
+                                                float (&acc)[kRun][BM / 8][4]) {
   constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
   const int spans_per_group = int(w.spans_per_group);
   if (spans_per_group % kSpans == 0)
-    staged_k_loop<T, BITS, BM, kSpans, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                                act_ring, rank, acc);
+    staged_k_loop<T, BITS, BM, kSpans, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows,
+                                                      code_ring, act_ring, rank, acc);
   else if (kSpans % 2 == 0 && spans_per_group % 2 == 0)
-    staged_k_loop<T, BITS, BM, 2, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                           act_ring, rank, acc);
+    staged_k_loop<T, BITS, BM, 2, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                                 act_ring, rank, acc);
   else
-    staged_k_loop<T, BITS, BM, 1, kShared>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                           act_ring, rank, acc);
+    staged_k_loop<T, BITS, BM, 1, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                                 act_ring, rank, acc);
 }
 
 // share_activations: the plan's flag; tiles of kMayShare rows then get one activation ring per
@@ -73,7 +73,9 @@ constexpr int resident_ctas_target() {
     return 1;
 }
 
-template <class T, int BITS, int BM>
+// kRun (GemmPlan::strip_run): strips a warp streams in a row, 2 only with one K slice,
+// nothing shared and a layer the staged loop takes (launch_typed checks; see staged_k_loop).
+template <class T, int BITS, int BM, int kRun>
 __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
                        const bool share_activations) {
@@ -96,7 +98,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
   const PackedWeightView& w = p.w;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int n_tiles = int((w.strips + strips_per_cta - 1) / strips_per_cta);
+  const int strips_per_item = strips_per_cta * kRun;
+  const int n_tiles = int((w.strips + strips_per_item - 1) / strips_per_item);
   const int tiles = *p.padded_total / BM;
   const int items = tiles * n_tiles;
   const bool vector_ok =
@@ -114,11 +117,12 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // Not at 8-row tiles: there the registers are capped at 80 (three CTAs per SM), and with this
   // epilogue compiled in, the item loop spilled 4x more and 8-row rows ran 5-7% slower even
   // where the plan splits K and the epilogue never runs (session 5 run 4).
-  const bool own_sums = BM >= 16 && warps_k == 1;
+  const bool own_sums = kRun > 1 || (BM >= 16 && warps_k == 1);
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
-    const int64_t strip = int64_t(n_tile) * strips_per_cta + warp / warps_k;
+    // A run's first strip when kRun > 1 (warps_k is 1 then).
+    const int64_t strip = (int64_t(n_tile) * strips_per_cta + warp / warps_k) * kRun;
     const int kw = warp % warps_k;
 
     // This lane's token row per fragment (B column g).
@@ -131,31 +135,42 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       rows[f] = pair < p.num_pairs ? a_gl + src * p.a_stride : nullptr;
     }
 
-    float acc[kFrags][4];
+    float acc_run[kRun][kFrags][4];
 #pragma unroll
-    for (int f = 0; f < kFrags; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+    for (int r = 0; r < kRun; ++r)
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f)
+        acc_run[r][f][0] = acc_run[r][f][1] = acc_run[r][f][2] = acc_run[r][f][3] = 0.f;
+    float(&acc)[kFrags][4] = acc_run[0];  // without runs
 
     // Shared ring (its warps finish their own sums, own_sums): the first copies of this item
     // refill stages that a slower warp may still be reading for the last item.
     if (shared_rings && item != int(blockIdx.x)) __syncthreads();
 
+    // A run covers its two strips' chunks (or the last strip's alone) as one range.
+    const bool second_strip = kRun == 2 && strip + 1 < w.strips;
     const int c_begin = kw * chunks_per_warp;
-    const int c_end = min(int(w.chunks), c_begin + chunks_per_warp);
+    const int c_end = kRun == 2 ? int(w.chunks) * (1 + second_strip)
+                                : min(int(w.chunks), c_begin + chunks_per_warp);
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
     // past N can tell them apart. When the slice shares its activations such a warp still
     // takes its share of the copies and barriers (it reads the last strip's codes, and its sums
     // are never stored); otherwise it has nothing to do.
-    if (e >= 0 && c_begin < c_end) {
+    if constexpr (kRun > 1) {
+      if (e >= 0 && strip < w.strips)
+        staged_dispatch<T, BITS, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
+                                                  act_ring, warp, acc_run);
+    } else if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if (staged_rows) {
         // Sharing comes with warps_k 1 (plan_gemm): the slice is the CTA.
         if (shared_rings)
-          staged_dispatch<T, BITS, BM, kMayShare<BM>>(w, e, min(strip, w.strips - 1), c_begin,
-                                                      c_end, lane, rows, code_ring, act_ring, warp,
-                                                      acc);
+          staged_dispatch<T, BITS, BM, kMayShare<BM>, 1>(w, e, min(strip, w.strips - 1), c_begin,
+                                                         c_end, lane, rows, code_ring, act_ring,
+                                                         warp, acc_run);
         else if (strip < w.strips)
-          staged_dispatch<T, BITS, BM, false>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                              act_ring, warp, acc);
+          staged_dispatch<T, BITS, BM, false, 1>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
+                                                 act_ring, warp, acc_run);
       } else if (strip < w.strips)
         general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
                                     acc);
@@ -171,22 +186,28 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       // samples, bench/NOTES.md session 4 run 3). Shared or not, the shared-memory round trip of
       // the K-split sums is skipped.
       if (e < 0 || strip >= w.strips) continue;
-      const int64_t n0 = strip * kStripRows;
-      // One (fragment, token) at a time, not unrolled: the body (activation included) appears
-      // once in the code, and the values are picked from acc by constant indices (selects), so
-      // acc stays in registers.
+      // The run's strips (one without runs), strip j's sums in acc_run[j].
+      const int run_strips = kRun == 2 ? 1 + second_strip : 1;
+      // One (strip, fragment, token) at a time, not unrolled: the body (activation included)
+      // appears once in the code, and the values are picked from acc_run by constant indices
+      // (selects), so the sums stay in registers.
 #pragma unroll 1
-      for (int q = 0; q < 2 * kFrags; ++q) {
+      for (int sq = 0; sq < run_strips * 2 * kFrags; ++sq) {
+        const int j = sq / (2 * kFrags), q = sq % (2 * kFrags);
+        const int64_t n0 = (strip + j) * kStripRows;
         const int r = tile * BM + 8 * (q / 2) + 2 * t + q % 2;
         const int32_t pair = p.sorted_pair_ids[r];
         if (pair >= p.num_pairs) continue;
         // Rows g and g + 8 of the strip (a gate row and its up row under gated fusion).
         float v[2] = {0.f, 0.f};
 #pragma unroll
-        for (int f = 0; f < kFrags; ++f)
+        for (int ri = 0; ri < kRun; ++ri)
 #pragma unroll
-          for (int j = 0; j < 2; ++j)
-            if (q == 2 * f + j) v[0] = acc[f][j], v[1] = acc[f][2 + j];
+          for (int f = 0; f < kFrags; ++f)
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj)
+              if (j == ri && q == 2 * f + jj)
+                v[0] = acc_run[ri][f][jj], v[1] = acc_run[ri][f][2 + jj];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (p.topk_weights) v[h] *= p.topk_weights[pair];
@@ -195,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
         }
         T* row_out = out + int64_t(r) * p.out_stride;
         if (p.fuse_activation && gated_kind(p.activation)) {
-          const int64_t o = strip * 8 + g;
+          const int64_t o = (strip + j) * 8 + g;
           if (o < p.act_cols)
             row_out[o] =
                 MmaType<T>::from_float(apply_gated(p.activation, v[0], v[1], p.activation_params));
@@ -267,24 +288,34 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done
 // when fitting_tile_rows or plan_gemm first asks how many CTAs fit (resident_ctas caches that
 // per device), so the launch itself does not repeat a driver call per forward.
-template <class T, int BITS, int BM>
+template <class T, int BITS, int BM, int kRun>
 cudaError_t allow_shared_bytes() {
-  return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM>,
+  return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM, kRun>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               int(expert_gemm_shared_bytes<BITS, BM>(false)));
 }
 
-// Calls f.template operator()<BITS, BM>() for the compiled instance of (bits, tile rows):
-// 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows).
+// A run's range is whole iterations of the run tile's loop (staged_k_loop).
+static_assert(chunks_per_iteration<4, kRunTileRows>() == kRunChunkMultiple &&
+              chunks_per_iteration<8, kRunTileRows>() == kRunChunkMultiple);
+
+// Calls f.template operator()<BITS, BM, kRun>() for the compiled instance of (bits, tile rows,
+// strip run): 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows), runs of 2 strips only
+// at kRunTileRows rows (elsewhere run is taken as 1).
 template <class F>
-auto with_instance(int bits, int tile_rows, F&& f) {
+auto with_instance(int bits, int tile_rows, int run, F&& f) {
   const bool int4 = bits == 4;
   switch (tile_rows) {
-    case 8: return int4 ? f.template operator()<4, 8>() : f.template operator()<8, 8>();
-    case 16: return int4 ? f.template operator()<4, 16>() : f.template operator()<8, 16>();
-    case 32: return int4 ? f.template operator()<4, 32>() : f.template operator()<8, 32>();
-    case 48: return int4 ? f.template operator()<4, 48>() : f.template operator()<8, 48>();
-    default: return int4 ? f.template operator()<4, 64>() : f.template operator()<8, 64>();
+    case kRunTileRows:
+      if (run == 2)
+        return int4 ? f.template operator()<4, kRunTileRows, 2>()
+                    : f.template operator()<8, kRunTileRows, 2>();
+      return int4 ? f.template operator()<4, kRunTileRows, 1>()
+                  : f.template operator()<8, kRunTileRows, 1>();
+    case 16: return int4 ? f.template operator()<4, 16, 1>() : f.template operator()<8, 16, 1>();
+    case 32: return int4 ? f.template operator()<4, 32, 1>() : f.template operator()<8, 32, 1>();
+    case 48: return int4 ? f.template operator()<4, 48, 1>() : f.template operator()<8, 48, 1>();
+    default: return int4 ? f.template operator()<4, 64, 1>() : f.template operator()<8, 64, 1>();
   }
 }
 
@@ -293,12 +324,20 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (std::find(std::begin(kTileRows), std::end(kTileRows), plan.tile_rows) == std::end(kTileRows))
     return cudaErrorInvalidValue;
   // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
-  // the whole CTA (one activation ring, one barrier): any other plan would be wrong
-  // silently or deadlock, so it is refused here.
+  // the whole CTA (one activation ring, one barrier); a strip run is one warp's whole K at the
+  // run tile: any other plan would be wrong silently or deadlock, so it is refused here.
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
-  return with_instance(p.w.bits, plan.tile_rows, [&]<int BITS, int BM>() {
-    expert_gemm_kernel<T, BITS, BM>
+  if (plan.strip_run != 1 &&
+      (plan.strip_run != 2 || plan.tile_rows != kRunTileRows || plan.warps_k != 1))
+    return cudaErrorInvalidValue;
+  // Runs take the staged loop, which also needs the activation rows 16-byte aligned; the plan
+  // saw the weights, not the activations, so rows that are not aligned run strip by strip.
+  const bool rows_aligned =
+      p.w.K % 8 == 0 && p.a_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.a) % 16 == 0;
+  const int run = plan.strip_run == 2 && runs_strips(p.w) && rows_aligned ? 2 : 1;
+  return with_instance(p.w.bits, plan.tile_rows, run, [&]<int BITS, int BM, int kRun>() {
+    expert_gemm_kernel<T, BITS, BM, kRun>
         <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(plan.share_activations),
            stream>>>(p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
     return cudaGetLastError();
@@ -306,13 +345,13 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
 }
 
 template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows, bool shared) {
-  return with_instance(bits, tile_rows, [&]<int BITS, int BM>() {
+int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run) {
+  return with_instance(bits, tile_rows, run, [&]<int BITS, int BM, int kRun>() {
     int n = 0;
-    if (allow_shared_bytes<T, BITS, BM>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_gemm_kernel<T, BITS, BM>, kThreads,
-                                                      expert_gemm_shared_bytes<BITS, BM>(shared)) !=
-            cudaSuccess) {
+    if (allow_shared_bytes<T, BITS, BM, kRun>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, expert_gemm_kernel<T, BITS, BM, kRun>, kThreads,
+            expert_gemm_shared_bytes<BITS, BM>(shared)) != cudaSuccess) {
       cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
       return 0;
     }

@@ -31,12 +31,21 @@ inline constexpr int kSliceBarrier = 1;
 // (CtaRings). kShared: the slice is all kWarps warps of the CTA (plan_gemm shares only when
 // warps_k is 1), act_ring is the CTA's, and every warp (rank = its index) must call this with
 // the same range (barriers).
-template <class T, int BITS, int BM, int kFlushSpans, bool kShared>
+//
+// kRun 2 (unshared, one K slice): the range is one or two consecutive strips of the expert,
+// chunks 0 to c_end = 1 or 2 x w.chunks of the first, run as one stream: the strips' codes and
+// scale pairs lie back to back (layout.hpp), so only the activations' k wraps at the strip's
+// end. Strip r's sums end in acc_run[r] (zeros for a strip the range does not reach). Without
+// runs each strip was a work item, and at short K (6-16 iterations per item at decode) the
+// ring's start and drain per item cost as much as the streaming.
+template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
                                               const T* const (&rows)[BM / 8], uint32_t code_ring,
                                               uint32_t act_ring, int rank,
-                                              float (&acc)[BM / 8][4]) {
+                                              float (&acc_run)[kRun][BM / 8][4]) {
+  static_assert(kRun == 1 || (kRun == 2 && !kShared), "a run is one warp's stream of 2 strips");
+  constexpr bool kRunWraps = kRun > 1;  // copies may cross into the run's next strip
   using Ring = WarpRing<BITS, BM>;
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
@@ -95,8 +104,11 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 
   // The copies of the iteration starting at chunk c into stage s; kChecked: some of its chunks
   // may lie at or past c_end, so each copy checks (unchecked only while c + kChunksPerIter <=
-  // c_end is known).
-  auto issue = [&]<bool kChecked>(int c, int s) {
+  // c_end is known); kWrap: c may be a run's second strip's first chunk, where k restarts.
+  auto issue = [&]<bool kChecked, bool kWrap>(int c, int s) {
+    if constexpr (kWrap) {
+      if (act_k >= w.K) act_k -= w.K;  // 8 t < kSpanK, so no earlier k reaches K
+    }
     const uint32_t code_in = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_in = act_base + s * Ring::kActStageBytes;
 #pragma unroll
@@ -132,17 +144,19 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   // the slice at the barrier (everyone's copies for stage i have landed, and everyone is done
   // reading stage i - 1), and only then refills stage i - 1.
 #pragma unroll
-  for (int s = 0; s < kLead; ++s) issue.template operator()<true>(c_begin + s * kChunksPerIter, s);
+  for (int s = 0; s < kLead; ++s)
+    issue.template operator()<true, kRunWraps>(c_begin + s * kChunksPerIter, s);
 
   float part[kFrags][4];
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
-  // The iteration starting at chunk c0, reading stage s; kTail: the last one, which may hold
-  // fewer than kSpansPerIter spans; kChecked as for issue (of the copies it issues).
-  auto iteration = [&]<bool kTail, bool kChecked>(int c0, int s) {
+  // The iteration starting at chunk c0, reading stage s, into strip kR's sums acc_run[kR];
+  // kTail: the last one, which may hold fewer than kSpansPerIter spans; kChecked and kWrap as
+  // for issue (of the copies it issues).
+  auto iteration = [&]<bool kTail, bool kChecked, bool kWrap, int kR>(int c0, int s) {
     copy_async_wait<kLead - 1>();
     if constexpr (kShared) sync_named(kSliceBarrier, kWarps * kLanes);
-    issue.template operator()<kChecked>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
+    issue.template operator()<kChecked, kWrap>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
     const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_out = act_base + s * Ring::kActStageBytes;
     uint4 now[kChunksPerIter];
@@ -164,7 +178,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
       if (kTail && i >= spans_here) break;
       span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk, cur.zeros, b[i], part);
       if ((i + 1) % kFlushSpans == 0 && --left == 0) {
-        flush_group(cur.scale, part, acc);
+        flush_group(cur.scale, part, acc_run[kR]);
         cur.scale = unpack_scales(ahead.scales, w.scales_bf16);
         scale_at += group_stride;
         ahead.scales = load_line_hinted(scale_at);
@@ -177,18 +191,37 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
       }
     }
   };
-  // Whole trips of kStages iterations, with every stage offset a constant, while the copies
-  // they issue stay inside the range; then the rest, one iteration at a time.
-  int c0 = c_begin;
-  for (; c0 + (kStages + kLead) * kChunksPerIter <= c_end; c0 += kStages * kChunksPerIter)
+  // Whole trips of kStages iterations into strip kR's sums, with every stage offset a constant
+  // (the stage cursor s is 0 between trips), while the copies they issue stay below end; and
+  // single iterations at a run-time stage, their copies checked.
+  int c0 = c_begin, s = 0;
+  auto trips = [&]<int kR>(int end) {
+    for (; c0 + (kStages + kLead) * kChunksPerIter <= end; c0 += kStages * kChunksPerIter)
 #pragma unroll
-    for (int s = 0; s < kStages; ++s)
-      iteration.template operator()<false, false>(c0 + s * kChunksPerIter, s);
-  int s = 0;
-  for (; c0 + kChunksPerIter < c_end; c0 += kChunksPerIter, s = s == kLead ? 0 : s + 1)
-    iteration.template operator()<false, true>(c0, s);
-  iteration.template operator()<true, true>(c0, s);
-  flush_group(cur.scale, part, acc);  // the group the range ends in, if it ends mid-group
+      for (int k = 0; k < kStages; ++k)
+        iteration.template operator()<false, false, false, kR>(c0 + k * kChunksPerIter, k);
+  };
+  auto single = [&]<int kR>() {
+    iteration.template operator()<false, true, kRunWraps, kR>(c0, s);
+    c0 += kChunksPerIter;
+    s = s == kLead ? 0 : s + 1;
+  };
+  if constexpr (kRun == 1) {
+    trips.template operator()<0>(c_end);
+    while (c0 + kChunksPerIter < c_end) single.template operator()<0>();
+    iteration.template operator()<true, true, false, 0>(c0, s);
+    flush_group(cur.scale, part, acc_run[0]);  // the group the range ends in, if mid-group
+  } else {
+    // Strip 0 ends with an iteration (runs need w.chunks whole iterations) and with a group,
+    // so part is flushed there. The singles around the strip's end issue the copies that
+    // cross into strip 1 (kWrap), and strip 1's trips start once the stage cursor is 0 again.
+    const int strip_end = int(w.chunks);
+    trips.template operator()<0>(strip_end);
+    while (c0 < strip_end) single.template operator()<0>();
+    while (s != 0 && c0 < c_end) single.template operator()<1>();
+    trips.template operator()<1>(c_end);
+    while (c0 < c_end) single.template operator()<1>();
+  }
 }
 
 // Clears this lane's slots of the activation ring act_ring once per kernel (see the absent rows

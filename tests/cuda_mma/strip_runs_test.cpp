@@ -1,0 +1,167 @@
+// Strip runs (GemmPlan::strip_run 2): a warp that streams two strips back to back must produce
+// exactly the sums it produces strip by strip (the same mma and flush order per strip), so the
+// expert GEMM's output under a run plan is compared bit for bit with the single-strip plan, and
+// both with a float64 product of the dequantized weights. The cases move the run's strip
+// boundary through the K loop: one iteration per strip (the first copies already cross it),
+// an odd number of iterations (the second strip starts off stage 0), whole trips and long K;
+// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; strip counts that
+// leave the last run one strip short, a partial last strip, and 3 CTAs, so each walks many items.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cuda_mma/expert_gemm.hpp"
+#include "backend/cuda_mma/repack.hpp"
+#include "core/convert.hpp"
+#include "cuda/device.hpp"
+#include "cuda/device_buffer.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe::cuda_mma {
+namespace {
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer b(std::max<size_t>(1, host.size() * sizeof(T)));
+  if (!host.empty()) b.upload(host.data(), host.size() * sizeof(T));
+  return b;
+}
+
+struct RunCase {
+  const char* name;
+  QuantScheme scheme;
+  int64_t N, K;
+  DType dtype;
+};
+void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
+
+class StripRuns : public testing::TestWithParam<RunCase> {
+ protected:
+  void SetUp() override {
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+  }
+};
+
+TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
+  const RunCase& c = GetParam();
+  constexpr int64_t E = 6;
+  std::mt19937_64 rng(0x5eed + c.N * 31 + c.K);
+  const QuantizedWeight weight = test::random_weight(E, c.N, c.K, c.scheme, true, rng);
+  const PackedWeight packed = pack_weight(weight, "w");
+  DeviceBuffer codes = upload(packed.codes), scales = upload(packed.scale_pairs),
+               zeros = upload(packed.zero_pairs), bias = upload(packed.bias);
+  PackedWeightView view = packed.shape;
+  view.codes = codes.data();
+  view.scale_pairs = scales.as<uint32_t>();
+  view.zero_pairs = packed.zero_pairs.empty() ? nullptr : zeros.as<uint16_t>();
+  view.bias = bias.as<float>();
+  ASSERT_TRUE(runs_strips(view)) << "the case must be one that runs can take";
+  // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
+  // residency.
+  const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
+  ASSERT_GT(resident, 0);
+  EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
+
+  // Sorted rows in 8-row tiles: 0-13 rows per expert (some experts none, some two tiles).
+  constexpr int kTile = kRunTileRows;
+  std::vector<int32_t> sorted_pairs, tile_experts;
+  std::vector<int64_t> row_expert;  // per sorted row
+  int32_t pairs = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int rows = int(rng() % 14);
+    for (int t = 0; t < (rows + kTile - 1) / kTile; ++t) {
+      tile_experts.push_back(int32_t(e));
+      for (int i = 0; i < kTile; ++i) {
+        const bool real = t * kTile + i < rows;
+        sorted_pairs.push_back(real ? pairs++ : -1);
+        row_expert.push_back(real ? e : -1);
+      }
+    }
+  }
+  for (int32_t& p : sorted_pairs)
+    if (p < 0) p = pairs;  // padding rows: ids past the last pair
+  const int64_t padded = int64_t(sorted_pairs.size());
+  const std::vector<int32_t> padded_total{int32_t(padded)};
+
+  Buffer a(c.dtype, {padded, c.K});
+  test::fill_normal(a, rng);
+  DeviceBuffer a_dev(size_t(a.nbytes())), pairs_dev = upload(sorted_pairs),
+                                          tiles_dev = upload(tile_experts),
+                                          total_dev = upload(padded_total);
+  a_dev.upload(a.data(), a_dev.bytes());
+
+  GemmProblem problem;
+  problem.w = view;
+  problem.a = a_dev.data();
+  problem.a_stride = c.K;
+  problem.a_rows_are_tokens = false;
+  problem.sorted_pair_ids = pairs_dev.as<int32_t>();
+  problem.tile_experts = tiles_dev.as<int32_t>();
+  problem.padded_total = total_dev.as<int32_t>();
+  problem.num_pairs = pairs;
+  problem.max_tiles = int64_t(tile_experts.size());
+  problem.out_stride = c.N;
+
+  auto run = [&](int strip_run) {
+    Buffer out(c.dtype, {padded, c.N});
+    std::memset(out.data(), 0xff, size_t(out.nbytes()));  // NaN: unwritten elements show
+    DeviceBuffer out_dev(size_t(out.nbytes()));
+    out_dev.upload(out.data(), out_dev.bytes());
+    problem.out = out_dev.data();
+    const GemmPlan plan{.tile_rows = kTile, .strip_run = strip_run, .grid = 3};
+    EXPECT_EQ(launch_expert_gemm(problem, plan, c.dtype, nullptr), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    out_dev.download(out.data(), size_t(out.nbytes()));
+    return out;
+  };
+  const Buffer single = run(1), paired = run(2);
+  EXPECT_EQ(std::memcmp(single.data(), paired.data(), size_t(single.nbytes())), 0);
+
+  // The real rows against bias + sum_k w * a in float64. One rounding (the output's) and 16-bit
+  // scales: bounds 5e-3 (bf16), 1e-3 (f16).
+  Buffer got(DType::f64, {pairs, c.N}), want(DType::f64, {pairs, c.N});
+  const float* bias_host = weight.bias.data_as<float>();
+  int64_t row = 0;
+  for (int64_t r = 0; r < padded; ++r) {
+    const int64_t e = row_expert[size_t(r)];
+    if (e < 0) continue;
+    for (int64_t n = 0; n < c.N; ++n) {
+      double sum = bias_host[e * c.N + n];
+      for (int64_t k = 0; k < c.K; ++k)
+        sum += double(weight.dequant(e, n, k)) * load_as_double(a.data(), c.dtype, r * c.K + k);
+      want.data_as<double>()[row * c.N + n] = sum;
+      got.data_as<double>()[row * c.N + n] = load_as_double(paired.data(), c.dtype, r * c.N + n);
+    }
+    ++row;
+  }
+  ASSERT_GT(pairs, 0);
+  EXPECT_LT(test::relative_error(got, want), c.dtype == DType::bf16 ? 5e-3 : 1e-3);
+}
+
+using test::scheme;
+constexpr DType bf16 = DType::bf16, f16 = DType::f16;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, StripRuns,
+    testing::Values(
+        // 16 chunks: two whole trips per strip, then singles across the boundary; 17 strips,
+        // the last partial (264 rows) and alone in its run.
+        RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16},
+        // 2 chunks: one iteration per strip, so the prologue's copies already cross it.
+        RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16},
+        // 6 chunks: three iterations per strip, a strip's end is a trip's end; 33 strips.
+        RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16},
+        // 10 chunks: five iterations, the second strip starts at stage 2.
+        RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16},
+        RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16},
+        RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16},
+        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16}),
+    [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace qmoe::cuda_mma
