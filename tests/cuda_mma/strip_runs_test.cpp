@@ -4,8 +4,9 @@
 // both with a float64 product of the dequantized weights. The cases move the run's strip
 // boundary through the K loop: one iteration per strip (the first copies already cross it),
 // an odd number of iterations (the second strip starts off stage 0), whole trips and long K;
-// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; strip counts that
-// leave the last run one strip short, a partial last strip, and 3 CTAs, so each walks many items.
+// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16, tiles of 8 and 16 rows;
+// strip counts that leave the last run one strip short, a partial last strip, and 3 CTAs, so each
+// walks many items.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -36,6 +37,7 @@ struct RunCase {
   QuantScheme scheme;
   int64_t N, K;
   DType dtype;
+  int tile_rows;
 };
 void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
 
@@ -63,17 +65,18 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   ASSERT_TRUE(runs_strips(view)) << "the case must be one that runs can take";
   // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
   // residency.
-  const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
+  const int resident = resident_ctas(c.dtype, view.bits, c.tile_rows, false, 1);
   ASSERT_GT(resident, 0);
-  EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
+  EXPECT_EQ(resident_ctas(c.dtype, view.bits, c.tile_rows, false, 2), resident);
 
-  // Sorted rows in 8-row tiles: 0-13 rows per expert (some experts none, some two tiles).
-  constexpr int kTile = kRunTileRows;
+  // Sorted rows in tiles: up to two tiles' worth less 3 rows per expert (some experts none,
+  // some two tiles).
+  const int kTile = c.tile_rows;
   std::vector<int32_t> sorted_pairs, tile_experts;
   std::vector<int64_t> row_expert;  // per sorted row
   int32_t pairs = 0;
   for (int64_t e = 0; e < E; ++e) {
-    const int rows = int(rng() % 14);
+    const int rows = int(rng() % uint64_t(2 * kTile - 2));
     for (int t = 0; t < (rows + kTile - 1) / kTile; ++t) {
       tile_experts.push_back(int32_t(e));
       for (int i = 0; i < kTile; ++i) {
@@ -151,16 +154,23 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         // 16 chunks: two whole trips per strip, then singles across the boundary; 17 strips,
         // the last partial (264 rows) and alone in its run.
-        RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16},
+        RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16, 8},
         // 2 chunks: one iteration per strip, so the prologue's copies already cross it.
-        RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16},
+        RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16, 8},
         // 6 chunks: three iterations per strip, a strip's end is a trip's end; 33 strips.
-        RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16},
+        RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16, 8},
         // 10 chunks: five iterations, the second strip starts at stage 2.
-        RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16},
-        RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16},
-        RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16},
-        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16}),
+        RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16, 8},
+        RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16, 8},
+        RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16, 8},
+        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16, 8},
+        // 16-row tiles: int4 takes one chunk per iteration, so 2 chunks are two iterations and
+        // 10 chunks leave the second strip at stage 1; int8 takes two.
+        RunCase{"int4_g128_k1024_n264_tile16", scheme(4, 128), 264, 1024, bf16, 16},
+        RunCase{"int4_g32_asym_k128_n200_f16_tile16", scheme(4, 32, true), 200, 128, f16, 16},
+        RunCase{"int4_channelwise_asym_k640_n520_tile16", scheme(4, kChannelwise, true), 520, 640,
+                bf16, 16},
+        RunCase{"int8_g64_k384_n136_f16_tile16", scheme(8, 64), 136, 384, f16, 16}),
     [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
 
 }  // namespace
