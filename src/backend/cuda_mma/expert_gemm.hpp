@@ -111,6 +111,11 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
 
+// The strip run a launch of `plan` takes: plan.strip_run, or 1 where the staged loop cannot run
+// the problem (its weights, or activation rows that are not 16-byte aligned: the plan saw only
+// the weights).
+int effective_strip_run(const GemmProblem& problem, const GemmPlan& plan);
+
 // One launch; dtype bf16 or f16 (one instantiation unit each). `plan` comes from plan_gemm on
 // the current device, which also opted the kernel into its shared memory there.
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,
