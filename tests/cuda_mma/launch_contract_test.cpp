@@ -33,10 +33,10 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
                     .share_activations = true,
                     .grid = 1}),
             cudaErrorInvalidValue);
-  // Strip runs of 2, at 8- and 16-row tiles, where a warp owns whole strips (one K slice).
+  // Strip runs of 2, at 8-row tiles, where a warp owns whole strips (one K slice).
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .strip_run = 3, .grid = 1}),
             cudaErrorInvalidValue);
-  EXPECT_EQ(launch({.tile_rows = 32, .strips_per_cta = 8, .warps_k = 1, .strip_run = 2, .grid = 1}),
+  EXPECT_EQ(launch({.tile_rows = 16, .strips_per_cta = 8, .warps_k = 1, .strip_run = 2, .grid = 1}),
             cudaErrorInvalidValue);
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 4, .warps_k = 2, .strip_run = 2, .grid = 1}),
             cudaErrorInvalidValue);

@@ -5,7 +5,7 @@
 // boundary through the K loop: one iteration per strip (the first copies already cross it),
 // iteration counts that are not multiples of the ring's 3 stages (the second strip starts at
 // stage 1 or 2 and realigns before its trips), whole trips and long K;
-// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16, tiles of 8 and 16 rows;
+// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; GEMM1's fused epilogue;
 // strip counts that leave the last run one strip short, a partial last strip, and 3 CTAs, so each
 // walks many items.
 #include <cuda_runtime_api.h>
@@ -39,7 +39,6 @@ struct RunCase {
   QuantScheme scheme;
   int64_t N, K;
   DType dtype;
-  int tile_rows;
   // GEMM1's form: N = 2I gate and up rows packed for the fused silu (gated_row_order), rows
   // read from tokens (two pairs per token), router weights; else GEMM2's plain rows.
   bool fused = false;
@@ -72,14 +71,14 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   view.bias = bias.as<float>();
   // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
   // residency.
-  const int resident = resident_ctas(c.dtype, view.bits, c.tile_rows, false, 1);
+  const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
   ASSERT_GT(resident, 0);
-  EXPECT_EQ(resident_ctas(c.dtype, view.bits, c.tile_rows, false, 2), resident);
+  EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
 
   // Sorted rows in tiles: up to two tiles' worth less 3 rows per expert (the last expert at
   // least one, so its last strips are read), and one tile of no expert (-1), which the kernel
   // skips.
-  const int kTile = c.tile_rows;
+  constexpr int kTile = kRunTileRows;
   std::vector<int32_t> sorted_pairs, tile_experts;
   std::vector<int64_t> row_expert;  // per sorted row
   int32_t pairs = 0;
@@ -188,29 +187,25 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         // 16 chunks: two whole trips per strip, then singles across the boundary; 17 strips,
         // the last partial (264 rows) and alone in its run.
-        RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16, 8},
+        RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16},
         // 2 chunks: one iteration per strip, so the prologue's copies already cross it.
-        RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16, 8},
+        RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16},
         // 6 chunks: three single iterations per strip, ending at stage 0; 33 strips.
-        RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16, 8},
+        RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16},
         // 10 chunks: five iterations, the second strip starts at stage 2.
-        RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16, 8},
-        RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16, 8},
-        RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16, 8},
-        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16, 8},
-        // 16-row tiles: int4 takes one chunk per iteration, so 2 chunks are two iterations and
-        // 10 chunks leave the second strip at stage 1; int8 takes two.
-        RunCase{"int4_g128_k1024_n264_tile16", scheme(4, 128), 264, 1024, bf16, 16},
-        RunCase{"int4_g32_asym_k128_n200_f16_tile16", scheme(4, 32, true), 200, 128, f16, 16},
-        RunCase{"int4_channelwise_asym_k640_n520_tile16", scheme(4, kChannelwise, true), 520, 640,
-                bf16, 16},
-        RunCase{"int8_g64_k384_n136_f16_tile16", scheme(8, 64), 136, 384, f16, 16},
+        RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16},
+        RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16},
+        RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16},
+        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16},
+        // int8 at one iteration per strip (2 chunks of 32): the prologue's copies cross it.
+        RunCase{"int8_g32_asym_k64_n72_f16", scheme(8, 32, true), 72, 64, f16},
         // GEMM1's form (silu of gate and up rows, router weights, token rows): I = 100 is 13
         // strips, the last half empty, so the last run is one strip and its outputs stop at
         // act_cols.
-        RunCase{"int4_g128_fused_k512_i100", scheme(4, 128), 200, 512, bf16, 8, true},
-        RunCase{"int4_g64_asym_fused_k256_i100_f16_tile16", scheme(4, 64, true), 200, 256, f16, 16,
-                true}),
+        RunCase{"int4_g128_fused_k512_i100", scheme(4, 128), 200, 512, bf16, true},
+        RunCase{"int4_g64_asym_fused_k256_i100_f16", scheme(4, 64, true), 200, 256, f16, true},
+        // Channelwise with zero points: one group per strip, its zero pair changes at the end.
+        RunCase{"int4_channelwise_asym_k640_n520", scheme(4, kChannelwise, true), 520, 640, bf16}),
     [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
 
 // plan_gemm takes runs where its wave model prefers them and their items still fill the

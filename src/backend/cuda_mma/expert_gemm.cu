@@ -131,7 +131,7 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
   // per two strips, half the items. Only at the run tile (never shared), and only where a warp
   // would have more than one strip to go to.
-  const int resident_run = tile_rows <= kMaxRunTileRows && runs_strips(w) && w.strips > 8
+  const int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
                                ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
                                : 0;
   const bool may_run = resident_run > 0;  // 0 also where the instance cannot run here

@@ -298,26 +298,23 @@ cudaError_t allow_shared_bytes() {
 }
 
 // A run's range is whole iterations of the run tile's loop (staged_k_loop).
-static_assert(kRunChunkMultiple % chunks_per_iteration<4, 8>() == 0 &&
-              kRunChunkMultiple % chunks_per_iteration<8, 8>() == 0 &&
-              kRunChunkMultiple % chunks_per_iteration<4, kMaxRunTileRows>() == 0 &&
-              kRunChunkMultiple % chunks_per_iteration<8, kMaxRunTileRows>() == 0);
+static_assert(chunks_per_iteration<4, kRunTileRows>() == kRunChunkMultiple &&
+              chunks_per_iteration<8, kRunTileRows>() == kRunChunkMultiple);
 
 // Calls f.template operator()<BITS, BM, kRun>() for the compiled instance of (bits, tile rows,
 // strip run): 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows), runs of 2 strips only
-// at tiles of up to kMaxRunTileRows rows (elsewhere run is taken as 1).
+// at kRunTileRows rows (elsewhere run is taken as 1).
 template <class F>
 auto with_instance(int bits, int tile_rows, int run, F&& f) {
   const bool int4 = bits == 4;
   switch (tile_rows) {
-    case 8:
+    case kRunTileRows:
       if (run == 2)
-        return int4 ? f.template operator()<4, 8, 2>() : f.template operator()<8, 8, 2>();
-      return int4 ? f.template operator()<4, 8, 1>() : f.template operator()<8, 8, 1>();
-    case 16:
-      if (run == 2)
-        return int4 ? f.template operator()<4, 16, 2>() : f.template operator()<8, 16, 2>();
-      return int4 ? f.template operator()<4, 16, 1>() : f.template operator()<8, 16, 1>();
+        return int4 ? f.template operator()<4, kRunTileRows, 2>()
+                    : f.template operator()<8, kRunTileRows, 2>();
+      return int4 ? f.template operator()<4, kRunTileRows, 1>()
+                  : f.template operator()<8, kRunTileRows, 1>();
+    case 16: return int4 ? f.template operator()<4, 16, 1>() : f.template operator()<8, 16, 1>();
     case 32: return int4 ? f.template operator()<4, 32, 1>() : f.template operator()<8, 32, 1>();
     case 48: return int4 ? f.template operator()<4, 48, 1>() : f.template operator()<8, 48, 1>();
     default: return int4 ? f.template operator()<4, 64, 1>() : f.template operator()<8, 64, 1>();
@@ -334,7 +331,7 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   if (plan.strip_run != 1 &&
-      (plan.strip_run != 2 || plan.tile_rows > kMaxRunTileRows || plan.warps_k != 1))
+      (plan.strip_run != 2 || plan.tile_rows != kRunTileRows || plan.warps_k != 1))
     return cudaErrorInvalidValue;
   return with_instance(
       p.w.bits, plan.tile_rows, effective_strip_run(p, plan), [&]<int BITS, int BM, int kRun>() {
