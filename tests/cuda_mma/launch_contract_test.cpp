@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "backend/cuda_mma/expert_gemm.hpp"
 
 namespace qmoe::cuda_mma {
@@ -41,6 +43,32 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
   // Activations in bf16 or f16 only.
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .grid = 1}, DType::f32),
             cudaErrorInvalidValue);
+}
+
+// A plan's strip run holds only where the staged loop can run the problem: the plan sees the
+// weights, the launch also the activation rows, which must be 16-byte aligned.
+TEST(CudaMmaLaunch, StripRunsFallBackWhereTheStagedLoopCannotRun) {
+  GemmProblem problem;
+  problem.w.bits = 4;
+  problem.w.K = 1024, problem.w.chunks = 16, problem.w.strips = 32;
+  problem.a = reinterpret_cast<const void*>(uintptr_t{4096});
+  problem.a_stride = 1024;
+  const GemmPlan plan{.tile_rows = 8, .strip_run = 2, .grid = 1};
+  EXPECT_EQ(effective_strip_run(problem, plan), 2);
+  EXPECT_EQ(effective_strip_run(problem, {.tile_rows = 8, .strip_run = 1, .grid = 1}), 1);
+  GemmProblem shifted = problem;  // a view 8 bytes into a buffer
+  shifted.a = reinterpret_cast<const void*>(uintptr_t{4104});
+  EXPECT_EQ(effective_strip_run(shifted, plan), 1);
+  GemmProblem strided = problem;
+  strided.a_stride = 1028;
+  EXPECT_EQ(effective_strip_run(strided, plan), 1);
+  GemmProblem odd_chunks = problem;
+  odd_chunks.w.K = 960, odd_chunks.w.chunks = 15;
+  EXPECT_EQ(effective_strip_run(odd_chunks, plan), 1);
+  GemmProblem act_order = problem;
+  const int32_t source[1] = {0};
+  act_order.w.k_source = source;
+  EXPECT_EQ(effective_strip_run(act_order, plan), 1);
 }
 
 }  // namespace

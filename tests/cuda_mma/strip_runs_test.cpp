@@ -3,13 +3,16 @@
 // expert GEMM's output under a run plan is compared bit for bit with the single-strip plan, and
 // both with a float64 product of the dequantized weights. The cases move the run's strip
 // boundary through the K loop: one iteration per strip (the first copies already cross it),
-// an odd number of iterations (the second strip starts off stage 0), whole trips and long K;
-// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; strip counts that
-// leave the last run one strip short, a partial last strip, and 3 CTAs, so each walks many items.
+// iteration counts that are not multiples of the ring's 3 stages (the second strip starts at
+// stage 1 or 2 and realigns before its trips), whole trips and long K;
+// groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; GEMM1's fused epilogue;
+// strip counts that leave the last run one strip short, a partial last strip, and 3 CTAs, so each
+// walks many items.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -36,6 +39,9 @@ struct RunCase {
   QuantScheme scheme;
   int64_t N, K;
   DType dtype;
+  // GEMM1's form: N = 2I gate and up rows packed for the fused silu (gated_row_order), rows
+  // read from tokens (two pairs per token), router weights; else GEMM2's plain rows.
+  bool fused = false;
 };
 void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
 
@@ -50,9 +56,12 @@ class StripRuns : public testing::TestWithParam<RunCase> {
 TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   const RunCase& c = GetParam();
   constexpr int64_t E = 6;
+  constexpr int kTopK = 2;  // pairs per token when the rows are tokens
   std::mt19937_64 rng(0x5eed + c.N * 31 + c.K);
   const QuantizedWeight weight = test::random_weight(E, c.N, c.K, c.scheme, true, rng);
-  const PackedWeight packed = pack_weight(weight, "w");
+  const int64_t I = c.N / 2;
+  const PackedWeight packed =
+      c.fused ? pack_weight(weight, "w13", gated_row_order(I, false)) : pack_weight(weight, "w");
   DeviceBuffer codes = upload(packed.codes), scales = upload(packed.scale_pairs),
                zeros = upload(packed.zero_pairs), bias = upload(packed.bias);
   PackedWeightView view = packed.shape;
@@ -60,60 +69,78 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   view.scale_pairs = scales.as<uint32_t>();
   view.zero_pairs = packed.zero_pairs.empty() ? nullptr : zeros.as<uint16_t>();
   view.bias = bias.as<float>();
-  ASSERT_TRUE(runs_strips(view)) << "the case must be one that runs can take";
   // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
   // residency.
   const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
   ASSERT_GT(resident, 0);
   EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
 
-  // Sorted rows in 8-row tiles: 0-13 rows per expert (some experts none, some two tiles).
+  // Sorted rows in tiles: up to two tiles' worth less 3 rows per expert (the last expert at
+  // least one, so its last strips are read), and one tile of no expert (-1), which the kernel
+  // skips.
   constexpr int kTile = kRunTileRows;
   std::vector<int32_t> sorted_pairs, tile_experts;
   std::vector<int64_t> row_expert;  // per sorted row
   int32_t pairs = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    const int rows = int(rng() % 14);
-    for (int t = 0; t < (rows + kTile - 1) / kTile; ++t) {
-      tile_experts.push_back(int32_t(e));
-      for (int i = 0; i < kTile; ++i) {
-        const bool real = t * kTile + i < rows;
-        sorted_pairs.push_back(real ? pairs++ : -1);
-        row_expert.push_back(real ? e : -1);
-      }
+  auto add_tile = [&](int64_t e, int rows) {
+    tile_experts.push_back(int32_t(e));
+    for (int i = 0; i < kTile; ++i) {
+      const bool real = e >= 0 && i < rows;
+      sorted_pairs.push_back(real ? pairs++ : -1);
+      row_expert.push_back(real ? e : -1);
     }
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    if (e == 2) add_tile(-1, 0);
+    int rows = int(rng() % uint64_t(2 * kTile - 2));
+    if (e == E - 1) rows = std::max(rows, 1);
+    for (int t = 0; t * kTile < rows; ++t) add_tile(e, std::min(kTile, rows - t * kTile));
   }
   for (int32_t& p : sorted_pairs)
     if (p < 0) p = pairs;  // padding rows: ids past the last pair
   const int64_t padded = int64_t(sorted_pairs.size());
   const std::vector<int32_t> padded_total{int32_t(padded)};
+  // Activation row of sorted row r: the pair's token, or r itself.
+  const int64_t a_rows = c.fused ? (pairs + kTopK - 1) / kTopK : padded;
+  auto a_row = [&](int64_t r) { return c.fused ? sorted_pairs[size_t(r)] / kTopK : r; };
+  std::vector<float> router(static_cast<size_t>(pairs));
+  for (float& v : router) v = 0.5f + float(rng() % 1000) / 1000.f;
 
-  Buffer a(c.dtype, {padded, c.K});
+  Buffer a(c.dtype, {a_rows, c.K});
   test::fill_normal(a, rng);
-  DeviceBuffer a_dev(size_t(a.nbytes())), pairs_dev = upload(sorted_pairs),
-                                          tiles_dev = upload(tile_experts),
-                                          total_dev = upload(padded_total);
+  DeviceBuffer a_dev(size_t(a.nbytes())),
+      pairs_dev = upload(sorted_pairs), tiles_dev = upload(tile_experts),
+      total_dev = upload(padded_total), router_dev = upload(router);
   a_dev.upload(a.data(), a_dev.bytes());
 
+  const int64_t out_cols = c.fused ? I : c.N;
   GemmProblem problem;
   problem.w = view;
   problem.a = a_dev.data();
   problem.a_stride = c.K;
-  problem.a_rows_are_tokens = false;
+  problem.a_rows_are_tokens = c.fused;
+  problem.top_k = kTopK;
   problem.sorted_pair_ids = pairs_dev.as<int32_t>();
   problem.tile_experts = tiles_dev.as<int32_t>();
   problem.padded_total = total_dev.as<int32_t>();
   problem.num_pairs = pairs;
   problem.max_tiles = int64_t(tile_experts.size());
-  problem.out_stride = c.N;
+  problem.out_stride = out_cols;
+  if (c.fused) {
+    problem.topk_weights = router_dev.as<float>();
+    problem.fuse_activation = true;
+    problem.activation = Activation::silu;
+    problem.act_cols = I;
+  }
 
   auto run = [&](int strip_run) {
-    Buffer out(c.dtype, {padded, c.N});
+    Buffer out(c.dtype, {padded, out_cols});
     std::memset(out.data(), 0xff, size_t(out.nbytes()));  // NaN: unwritten elements show
     DeviceBuffer out_dev(size_t(out.nbytes()));
     out_dev.upload(out.data(), out_dev.bytes());
     problem.out = out_dev.data();
     const GemmPlan plan{.tile_rows = kTile, .strip_run = strip_run, .grid = 3};
+    EXPECT_EQ(effective_strip_run(problem, plan), strip_run) << "the case must run as planned";
     EXPECT_EQ(launch_expert_gemm(problem, plan, c.dtype, nullptr), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     out_dev.download(out.data(), size_t(out.nbytes()));
@@ -122,20 +149,29 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   const Buffer single = run(1), paired = run(2);
   EXPECT_EQ(std::memcmp(single.data(), paired.data(), size_t(single.nbytes())), 0);
 
-  // The real rows against bias + sum_k w * a in float64. One rounding (the output's) and 16-bit
-  // scales: bounds 5e-3 (bf16), 1e-3 (f16).
-  Buffer got(DType::f64, {pairs, c.N}), want(DType::f64, {pairs, c.N});
+  // The real rows against float64: router weight x sum_k w * a + bias per row (then silu(gate)
+  // x up when fused). One rounding (the output's) and 16-bit scales: bounds 5e-3 (bf16), 1e-3
+  // (f16).
+  Buffer got(DType::f64, {pairs, out_cols}), want(DType::f64, {pairs, out_cols});
   const float* bias_host = weight.bias.data_as<float>();
   int64_t row = 0;
   for (int64_t r = 0; r < padded; ++r) {
     const int64_t e = row_expert[size_t(r)];
     if (e < 0) continue;
-    for (int64_t n = 0; n < c.N; ++n) {
-      double sum = bias_host[e * c.N + n];
+    const double scale = c.fused ? double(router[size_t(sorted_pairs[size_t(r)])]) : 1.0;
+    auto value = [&](int64_t n) {
+      double sum = 0.0;
       for (int64_t k = 0; k < c.K; ++k)
-        sum += double(weight.dequant(e, n, k)) * load_as_double(a.data(), c.dtype, r * c.K + k);
-      want.data_as<double>()[row * c.N + n] = sum;
-      got.data_as<double>()[row * c.N + n] = load_as_double(paired.data(), c.dtype, r * c.N + n);
+        sum +=
+            double(weight.dequant(e, n, k)) * load_as_double(a.data(), c.dtype, a_row(r) * c.K + k);
+      return scale * sum + bias_host[e * c.N + n];
+    };
+    for (int64_t o = 0; o < out_cols; ++o) {
+      double v = value(o);
+      if (c.fused) v = v / (1.0 + std::exp(-v)) * value(I + o);
+      want.data_as<double>()[row * out_cols + o] = v;
+      got.data_as<double>()[row * out_cols + o] =
+          load_as_double(paired.data(), c.dtype, r * out_cols + o);
     }
     ++row;
   }
@@ -154,14 +190,45 @@ INSTANTIATE_TEST_SUITE_P(
         RunCase{"int4_g128_k1024_n264", scheme(4, 128), 264, 1024, bf16},
         // 2 chunks: one iteration per strip, so the prologue's copies already cross it.
         RunCase{"int4_g32_asym_k128_n200_f16", scheme(4, 32, true), 200, 128, f16},
-        // 6 chunks: three iterations per strip, a strip's end is a trip's end; 33 strips.
+        // 6 chunks: three single iterations per strip, ending at stage 0; 33 strips.
         RunCase{"int4_channelwise_k384_n520", scheme(4, kChannelwise), 520, 384, bf16},
         // 10 chunks: five iterations, the second strip starts at stage 2.
         RunCase{"int4_g64_k640_n48", scheme(4, 64), 48, 640, bf16},
         RunCase{"int4_g64_k2048_n96", scheme(4, 64), 96, 2048, f16},
         RunCase{"int8_g64_asym_k384_n136", scheme(8, 64, true), 136, 384, bf16},
-        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16}),
+        RunCase{"int8_g128_k256_n48_f16", scheme(8, 128), 48, 256, f16},
+        // int8 at one iteration per strip (2 chunks of 32): the prologue's copies cross it.
+        RunCase{"int8_g32_asym_k64_n72_f16", scheme(8, 32, true), 72, 64, f16},
+        // GEMM1's form (silu of gate and up rows, router weights, token rows): I = 100 is 13
+        // strips, the last half empty, so the last run is one strip and its outputs stop at
+        // act_cols.
+        RunCase{"int4_g128_fused_k512_i100", scheme(4, 128), 200, 512, bf16, true},
+        RunCase{"int4_g64_asym_fused_k256_i100_f16", scheme(4, 64, true), 200, 256, f16, true},
+        // Channelwise with zero points: one group per strip, its zero pair changes at the end.
+        RunCase{"int4_channelwise_asym_k640_n520", scheme(4, kChannelwise, true), 520, 640, bf16}),
     [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
+
+// plan_gemm takes runs where its wave model prefers them and their items still fill the
+// resident CTAs (Qwen3-30B-A3B's GEMM2 at 32 tokens: ~112 8-row tiles x 8 runs), and never
+// where a warp would have one strip (8 strips), the chunks are odd, or the run items would
+// leave CTAs idle (one token).
+TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
+  const std::string why = cuda_unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+  PackedWeightView w;
+  w.bits = 4;
+  w.N = 2048, w.K = 768, w.strips = 128, w.chunks = 12, w.K_pad = 768;
+  auto run = [&](int64_t M) {
+    const int64_t max_tiles = align_sizes(M * 8, 128, 8).max_tiles;
+    return plan_gemm(w, 8, M, 8, 128, max_tiles, DType::bf16).strip_run;
+  };
+  EXPECT_EQ(run(32), 2);
+  EXPECT_EQ(run(1), 1);
+  w.N = 128, w.strips = 8;
+  EXPECT_EQ(run(32), 1);
+  w.N = 2048, w.strips = 128, w.K = 704, w.chunks = 11, w.K_pad = 704;
+  EXPECT_EQ(run(32), 1);
+}
 
 }  // namespace
 }  // namespace qmoe::cuda_mma

@@ -131,9 +131,10 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
   // per two strips, half the items. Only at the run tile (never shared), and only where a warp
   // would have more than one strip to go to.
-  const bool may_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8;
-  const int resident_run =
-      may_run ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, false, 2)) : 0;
+  const int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
+                               ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
+                               : 0;
+  const bool may_run = resident_run > 0;  // 0 also where the instance cannot run here
   GemmPlan plan;
   plan.tile_rows = tile_rows;
   double best = 0.0;
@@ -163,6 +164,12 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
                                                 : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   return plan;
+}
+
+int effective_strip_run(const GemmProblem& p, const GemmPlan& plan) {
+  const bool rows_aligned =
+      p.w.K % 8 == 0 && p.a_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.a) % 16 == 0;
+  return plan.strip_run == 2 && runs_strips(p.w) && rows_aligned ? 2 : 1;
 }
 
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,

@@ -52,7 +52,8 @@ inline constexpr int kMinSharedTileRows = 32;
 
 // Strip runs (GemmPlan::strip_run 2): at tiles of kRunTileRows rows a warp that owns whole
 // strips may stream two of them, back to back, as one K loop; the layer's chunks must then be a
-// multiple of kRunChunkMultiple (the loop's chunks per iteration there).
+// multiple of kRunChunkMultiple (the loop's chunks per iteration there). At 16-row tiles runs
+// did not pay (bench/NOTES.md, session 8 run 4).
 inline constexpr int kRunTileRows = 8;
 inline constexpr int kRunChunkMultiple = 2;
 
@@ -109,6 +110,11 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
 // a K slice share its activations, and the grid.
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
+
+// The strip run a launch of `plan` takes: plan.strip_run, or 1 where the staged loop cannot run
+// the problem (its weights, or activation rows that are not 16-byte aligned: the plan saw only
+// the weights).
+int effective_strip_run(const GemmProblem& problem, const GemmPlan& plan);
 
 // One launch; dtype bf16 or f16 (one instantiation unit each). `plan` comes from plan_gemm on
 // the current device, which also opted the kernel into its shared memory there.

@@ -2,16 +2,17 @@
 // The expert GEMM kernel (see expert_gemm.hpp for the contract, layout.hpp for the weights).
 //
 // Persistent CTAs of 8 warps walk the flat list of work items (tile of sorted rows, N tile).
-// A work item is `strips_per_cta` strips of 16 weight rows; its 8 warps are strips_per_cta
-// strips x warps_k K slices. Each warp streams its strip's codes for its K slice through its own
-// cp.async ring in shared memory (k_loop_common.cuh), dequantizes in registers and runs
-// mma.m16n8k16 with the 16 weight rows as A and 8 tokens per fragment as B. Layers without
-// act-order take k_loop_staged.cuh, whose activations come through the ring too; act-order and
-// unaligned rows take k_loop_general.cuh. Per group, products accumulate in a separate fp32
-// fragment that is scaled once (fp32) into the result, so the codes enter the mma as exact
-// integers. The warps_k partial results meet in shared memory and are summed in a fixed order
-// (deterministic); the epilogue applies router weight and bias and, for GEMM1, the activation
-// (gate and up rows share a strip, repack.hpp's gated_row_order), then stores T.
+// A work item is `strips_per_cta` x kRun strips of 16 weight rows; its 8 warps are
+// strips_per_cta strips (or runs of kRun strips streamed back to back) x warps_k K slices. Each
+// warp streams its strip's codes for its K slice through its own cp.async ring in shared memory
+// (k_loop_common.cuh), dequantizes in registers and runs mma.m16n8k16 with the 16 weight rows as A
+// and 8 tokens per fragment as B. Layers without act-order take k_loop_staged.cuh, whose
+// activations come through the ring too; act-order and unaligned rows take k_loop_general.cuh. Per
+// group, products accumulate in a separate fp32 fragment that is scaled once (fp32) into the
+// result, so the codes enter the mma as exact integers. The warps_k partial results meet in shared
+// memory and are summed in a fixed order (deterministic); the epilogue applies router weight and
+// bias and, for GEMM1, the activation (gate and up rows share a strip, repack.hpp's
+// gated_row_order), then stores T.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -114,9 +115,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const int tile_n = strips_per_cta * kStripRows;
   const int tile_n_log2 = __ffs(tile_n) - 1;  // strips_per_cta is a power of two
 
-  // Not at 8-row tiles: there the registers are capped at 80 (three CTAs per SM), and with this
-  // epilogue compiled in, the item loop spilled 4x more and 8-row rows ran 5-7% slower even
-  // where the plan splits K and the epilogue never runs (session 5 run 4).
+  // Not at 8-row tiles without runs: there the registers are capped at 80 (three CTAs per SM),
+  // and with this epilogue compiled in next to the K-split one, the item loop spilled 4x more
+  // and 8-row rows ran 5-7% slower even where the plan splits K and the epilogue never runs
+  // (session 5 run 4). The run instances have no K split and only this epilogue.
   const bool own_sums = kRun > 1 || (BM >= 16 && warps_k == 1);
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const int tile = item % tiles, n_tile = item / tiles;
@@ -331,17 +333,13 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (plan.strip_run != 1 &&
       (plan.strip_run != 2 || plan.tile_rows != kRunTileRows || plan.warps_k != 1))
     return cudaErrorInvalidValue;
-  // Runs take the staged loop, which also needs the activation rows 16-byte aligned; the plan
-  // saw the weights, not the activations, so rows that are not aligned run strip by strip.
-  const bool rows_aligned =
-      p.w.K % 8 == 0 && p.a_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.a) % 16 == 0;
-  const int run = plan.strip_run == 2 && runs_strips(p.w) && rows_aligned ? 2 : 1;
-  return with_instance(p.w.bits, plan.tile_rows, run, [&]<int BITS, int BM, int kRun>() {
-    expert_gemm_kernel<T, BITS, BM, kRun>
-        <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(plan.share_activations),
-           stream>>>(p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
-    return cudaGetLastError();
-  });
+  return with_instance(
+      p.w.bits, plan.tile_rows, effective_strip_run(p, plan), [&]<int BITS, int BM, int kRun>() {
+        expert_gemm_kernel<T, BITS, BM, kRun>
+            <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(plan.share_activations),
+               stream>>>(p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
+        return cudaGetLastError();
+      });
 }
 
 template <class T>

@@ -32,11 +32,12 @@ inline constexpr int kSliceBarrier = 1;
 // warps_k is 1), act_ring is the CTA's, and every warp (rank = its index) must call this with
 // the same range (barriers).
 //
-// kRun 2 (unshared, one K slice): the range is one or two consecutive strips of the expert,
-// chunks 0 to c_end = 1 or 2 x w.chunks of the first, run as one stream: the strips' codes and
-// scale pairs lie back to back (layout.hpp), so only the activations' k wraps at the strip's
-// end. Strip r's sums end in acc_run[r] (zeros for a strip the range does not reach). Without
-// runs each strip was a work item, and at short K (6-16 iterations per item at decode) the
+// kRun 2 (unshared, one K slice; runs_strips: whole iterations per strip, so c_begin is 0 and
+// the strip's end is an iteration's end and a group's): the range is one or two consecutive
+// strips of the expert, chunks 0 to c_end = 1 or 2 x w.chunks of the first, run as one stream: the
+// strips' codes and scale pairs lie back to back (layout.hpp), so only the activations' k wraps at
+// the strip's end. Strip r's sums end in acc_run[r] (zeros for a strip the range does not reach).
+// Without runs each strip was a work item, and at short K (6-16 iterations per item at decode) the
 // ring's start and drain per item cost as much as the streaming.
 template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
@@ -221,6 +222,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     while (s != 0 && c0 < c_end) single.template operator()<1>();
     trips.template operator()<1>(c_end);
     while (c0 < c_end) single.template operator()<1>();
+    flush_group(cur.scale, part, acc_run[1]);  // nothing left where groups divide K (they do)
   }
 }
 
