@@ -107,7 +107,8 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of
-// a K slice share its activations, and the grid.
+// a K slice share its activations, whether a warp streams two strips in a row (strip_run, where
+// the items of such runs still fill the resident CTAs), and the grid.
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
 
