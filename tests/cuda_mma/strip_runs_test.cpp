@@ -20,19 +20,13 @@
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
 #include "core/convert.hpp"
-#include "cuda/device.hpp"
-#include "cuda/device_buffer.hpp"
+#include "cuda/gpu_test.hpp"
 #include "support/moe_case.hpp"
 
 namespace qmoe::cuda_mma {
 namespace {
 
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer b(std::max<size_t>(1, host.size() * sizeof(T)));
-  if (!host.empty()) b.upload(host.data(), host.size() * sizeof(T));
-  return b;
-}
+using test::to_device;
 
 struct RunCase {
   const char* name;
@@ -45,15 +39,10 @@ struct RunCase {
 };
 void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
 
-class StripRuns : public testing::TestWithParam<RunCase> {
- protected:
-  void SetUp() override {
-    const std::string why = cuda_unavailable_reason();
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
-  }
-};
+using StripRuns = testing::TestWithParam<RunCase>;
 
 TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
+  QMOE_REQUIRE_GPU();
   const RunCase& c = GetParam();
   constexpr int64_t E = 6;
   constexpr int kTopK = 2;  // pairs per token when the rows are tokens
@@ -62,8 +51,8 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   const int64_t I = c.N / 2;
   const PackedWeight packed =
       c.fused ? pack_weight(weight, "w13", gated_row_order(I, false)) : pack_weight(weight, "w");
-  DeviceBuffer codes = upload(packed.codes), scales = upload(packed.scale_pairs),
-               zeros = upload(packed.zero_pairs), bias = upload(packed.bias);
+  DeviceBuffer codes = to_device(packed.codes), scales = to_device(packed.scale_pairs),
+               zeros = to_device(packed.zero_pairs), bias = to_device(packed.bias);
   PackedWeightView view = packed.shape;
   view.codes = codes.data();
   view.scale_pairs = scales.as<uint32_t>();
@@ -109,8 +98,8 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   Buffer a(c.dtype, {a_rows, c.K});
   test::fill_normal(a, rng);
   DeviceBuffer a_dev(size_t(a.nbytes())),
-      pairs_dev = upload(sorted_pairs), tiles_dev = upload(tile_experts),
-      total_dev = upload(padded_total), router_dev = upload(router);
+      pairs_dev = to_device(sorted_pairs), tiles_dev = to_device(tile_experts),
+      total_dev = to_device(padded_total), router_dev = to_device(router);
   a_dev.upload(a.data(), a_dev.bytes());
 
   const int64_t out_cols = c.fused ? I : c.N;
@@ -135,9 +124,7 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
 
   auto run = [&](int strip_run) {
     Buffer out(c.dtype, {padded, out_cols});
-    std::memset(out.data(), 0xff, size_t(out.nbytes()));  // NaN: unwritten elements show
-    DeviceBuffer out_dev(size_t(out.nbytes()));
-    out_dev.upload(out.data(), out_dev.bytes());
+    DeviceBuffer out_dev = test::poisoned(size_t(out.nbytes()));  // unwritten elements: NaN
     problem.out = out_dev.data();
     const GemmPlan plan{.tile_rows = kTile, .strip_run = strip_run, .grid = 3};
     EXPECT_EQ(effective_strip_run(problem, plan), strip_run) << "the case must run as planned";
@@ -213,8 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
 // where a warp would have one strip (8 strips), the chunks are odd, or the run items would
 // leave CTAs idle (one token).
 TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
-  const std::string why = cuda_unavailable_reason();
-  if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+  QMOE_REQUIRE_GPU();
   PackedWeightView w;
   w.bits = 4;
   w.N = 2048, w.K = 768, w.strips = 128, w.chunks = 12, w.K_pad = 768;
