@@ -245,5 +245,26 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
   EXPECT_EQ(run(32), 1);
 }
 
+// Side by side at shared tiles: Mixtral-8x7B at 128 tokens (48-row tiles, ~8 of them) takes pairs
+// in GEMM1 (1792 strips: 112 pair items per tile) but not in GEMM2 (256 strips: 16 per tile,
+// ~130 items for 264 resident CTAs on an H200), and never for int8.
+TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
+  QMOE_REQUIRE_GPU();
+  auto plan = [](int bits, int64_t N, int64_t K) {
+    PackedWeightView w;
+    w.bits = bits;
+    w.N = N, w.K = K, w.K_pad = K, w.strips = N / 16, w.chunks = K / chunk_k(bits);
+    w.groups = K / 128, w.spans_per_group = 4;
+    const int64_t max_tiles = align_sizes(128 * 2, 8, 48).max_tiles;
+    return plan_gemm(w, 48, 128, 2, 8, max_tiles, DType::bf16);
+  };
+  const GemmPlan w13 = plan(4, 28672, 4096), w2 = plan(4, 4096, 14336),
+                 w13_int8 = plan(8, 28672, 4096);
+  EXPECT_TRUE(w13.share_activations);
+  EXPECT_EQ(w13.strip_run, 2);
+  EXPECT_EQ(w2.strip_run, 1);
+  EXPECT_EQ(w13_int8.strip_run, 1);
+}
+
 }  // namespace
 }  // namespace qmoe::cuda_mma

@@ -3,16 +3,18 @@
 //
 // Persistent CTAs of 8 warps walk the flat list of work items (tile of sorted rows, N tile).
 // A work item is `strips_per_cta` x kRun strips of 16 weight rows; its 8 warps are
-// strips_per_cta strips (or runs of kRun strips streamed back to back) x warps_k K slices. Each
+// strips_per_cta strips (or kRun strips each: streamed back to back at 8-row tiles, side by side
+// at shared tiles) x warps_k K slices. Each
 // warp streams its strip's codes for its K slice through its own cp.async ring in shared memory
 // (k_loop_common.cuh), dequantizes in registers and runs mma.m16n8k16 with the 16 weight rows as A
 // and 8 tokens per fragment as B. Layers without act-order take k_loop_staged.cuh, whose
 // activations come through the ring too; act-order and unaligned rows take k_loop_general.cuh. Per
 // group, products accumulate in a separate fp32 fragment that is scaled once (fp32) into the
-// result, so the codes enter the mma as exact integers. The warps_k partial results meet in shared
-// memory and are summed in a fixed order (deterministic); the epilogue applies router weight and
-// bias and, for GEMM1, the activation (gate and up rows share a strip, repack.hpp's
-// gated_row_order), then stores T.
+// result, so the codes enter the mma as exact integers (except where a warp multiplies two strips
+// side by side: the scales are then folded into the weights, staged_k_loop). The warps_k partial
+// results meet in shared memory and are summed in a fixed order (deterministic); the epilogue
+// applies router weight and bias and, for GEMM1, the activation (gate and up rows share a strip,
+// repack.hpp's gated_row_order), then stores T.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
