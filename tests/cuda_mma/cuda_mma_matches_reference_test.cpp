@@ -4,8 +4,10 @@
 // and accumulate in fp32, so the error comes from the four roundings to the activation dtype
 // (GEMM1 out, activation out, GEMM2 out, final out) plus 16-bit scales. Each rounding is a
 // relative error of at most 2^-9 (bf16) or 2^-12 (f16) per element, about a third of that in rms,
-// so four of them land near 2.5e-3 (bf16) and 3e-4 (f16). Bounds: 1e-2 and 2e-3. A wrong group,
-// zero point, permutation or bias gives errors of order 1e-1 and more.
+// so four of them land near 2.5e-3 (bf16) and 3e-4 (f16). Shared int4 tiles with two strips per
+// warp (expert_gemm.hpp) add a fifth, each weight times its scale rounded to the activation dtype:
+// measured 3.8e-3 to 4.8e-3 in bf16 (moe_bench). Bounds: 1e-2 and 2e-3. A wrong group, zero point,
+// permutation or bias gives errors of order 1e-1 and more.
 //
 // The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
 // every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
@@ -280,6 +282,17 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(4, kChannelwise),
               .act_dtype = bf16}},
+    // GEMM1 with two strips per warp side by side (scales folded into the weights): 600 strips,
+    // so 38 pair items per 48-row tile and ~300 items for 264 resident CTAs on an H200; with zero
+    // points and f16 (the tighter bound). GEMM2 (16 strips) keeps one strip per warp.
+    Scenario{"int4_g64_asym_m144_e8_top2_f16_tile48_pairs",
+             {.E = 8,
+              .H = 256,
+              .I = 4800,
+              .M = 144,
+              .top_k = 2,
+              .scheme = scheme(4, 64, true),
+              .act_dtype = f16}},
     // The same sharing over 16 chunks of K (GEMM1: 8 strips x 1 slice by the plan's
     // model), so the shared loop runs whole unchecked trips, not only its checked tail;
     // GEMM2's K (992) is not whole chunks, so it must not share. At 32 and 48 rows.

@@ -33,12 +33,15 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
                     .share_activations = true,
                     .grid = 1}),
             cudaErrorInvalidValue);
-  // Strip runs of 2, at 8-row tiles, where a warp owns whole strips (one K slice).
+  // Two strips per warp: at 8-row tiles (back to back) or at tiles that share their activations
+  // (side by side), where a warp owns whole strips (one K slice).
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .strip_run = 3, .grid = 1}),
             cudaErrorInvalidValue);
   EXPECT_EQ(launch({.tile_rows = 16, .strips_per_cta = 8, .warps_k = 1, .strip_run = 2, .grid = 1}),
             cudaErrorInvalidValue);
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 4, .warps_k = 2, .strip_run = 2, .grid = 1}),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launch({.tile_rows = 48, .strips_per_cta = 8, .warps_k = 1, .strip_run = 2, .grid = 1}),
             cudaErrorInvalidValue);
   // Activations in bf16 or f16 only.
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .grid = 1}, DType::f32),
@@ -69,6 +72,17 @@ TEST(CudaMmaLaunch, StripRunsFallBackWhereTheStagedLoopCannotRun) {
   const int32_t source[1] = {0};
   act_order.w.k_source = source;
   EXPECT_EQ(effective_strip_run(act_order, plan), 1);
+
+  // Side by side at a shared tile: int4 only (odd chunks are fine: each warp runs its strips'
+  // whole K together), and never for act-order or unaligned rows.
+  const GemmPlan pair{.tile_rows = 48, .share_activations = true, .strip_run = 2, .grid = 1};
+  EXPECT_EQ(effective_strip_run(problem, pair), 2);
+  EXPECT_EQ(effective_strip_run(odd_chunks, pair), 2);
+  EXPECT_EQ(effective_strip_run(shifted, pair), 1);
+  EXPECT_EQ(effective_strip_run(act_order, pair), 1);
+  GemmProblem int8 = problem;
+  int8.w.bits = 8, int8.w.chunks = 32;
+  EXPECT_EQ(effective_strip_run(int8, pair), 1);
 }
 
 }  // namespace

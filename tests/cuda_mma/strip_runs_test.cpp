@@ -1,9 +1,12 @@
-// Strip runs (GemmPlan::strip_run 2): a warp that streams two strips back to back must produce
-// exactly the sums it produces strip by strip (the same mma and flush order per strip), so the
-// expert GEMM's output under a run plan is compared bit for bit with the single-strip plan, and
-// both with a float64 product of the dequantized weights. The cases move the run's strip
-// boundary through the K loop: one iteration per strip (the first copies already cross it),
-// iteration counts that are not multiples of the ring's 3 stages (the second strip starts at
+// Two strips per warp (GemmPlan::strip_run 2). At 8-row tiles a warp streams them back to back
+// and must produce exactly the sums it produces strip by strip (the same mma and flush order per
+// strip), so the output under a run plan is compared bit for bit with the single-strip plan, and
+// both with a float64 product of the dequantized weights. At shared tiles (32 rows and more) a
+// warp multiplies the two together with the scales folded into the weights (rounded to the
+// activation dtype), so there the pair is held to the float64 bound alone; those cases include
+// strip counts whose last pair has one strip and N tiles with warps past N. The cases move the
+// run's strip boundary through the K loop: one iteration per strip (the first copies already cross
+// it), iteration counts that are not multiples of the ring's 3 stages (the second strip starts at
 // stage 1 or 2 and realigns before its trips), whole trips and long K;
 // groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; GEMM1's fused epilogue;
 // strip counts that leave the last run one strip short, a partial last strip, and 3 CTAs, so each
@@ -36,12 +39,13 @@ struct RunCase {
   // GEMM1's form: N = 2I gate and up rows packed for the fused silu (gated_row_order), rows
   // read from tokens (two pairs per token), router weights; else GEMM2's plain rows.
   bool fused = false;
+  int tile = kRunTileRows;  // above kRunTileRows: a shared tile, the strips multiplied together
 };
 void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
 
 using StripRuns = testing::TestWithParam<RunCase>;
 
-TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
+TEST_P(StripRuns, MatchSingleStripsAndTheFloat64Product) {
   QMOE_REQUIRE_GPU();
   const RunCase& c = GetParam();
   constexpr int64_t E = 6;
@@ -58,16 +62,17 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
   view.scale_pairs = scales.as<uint32_t>();
   view.zero_pairs = packed.zero_pairs.empty() ? nullptr : zeros.as<uint16_t>();
   view.bias = bias.as<float>();
-  // The instances' shared-memory opt-in (plan_gemm's part in a forward), and runs cost no
-  // residency.
-  const int resident = resident_ctas(c.dtype, view.bits, kRunTileRows, false, 1);
+  // The instances' shared-memory opt-in (plan_gemm's part in a forward), and two strips per
+  // warp cost no residency.
+  const bool shared = c.tile >= kMinSharedTileRows;
+  const int resident = resident_ctas(c.dtype, view.bits, c.tile, shared, 1);
   ASSERT_GT(resident, 0);
-  EXPECT_EQ(resident_ctas(c.dtype, view.bits, kRunTileRows, false, 2), resident);
+  EXPECT_EQ(resident_ctas(c.dtype, view.bits, c.tile, shared, 2), resident);
 
   // Sorted rows in tiles: up to two tiles' worth less 3 rows per expert (the last expert at
   // least one, so its last strips are read), and one tile of no expert (-1), which the kernel
   // skips.
-  constexpr int kTile = kRunTileRows;
+  const int kTile = c.tile;
   std::vector<int32_t> sorted_pairs, tile_experts;
   std::vector<int64_t> row_expert;  // per sorted row
   int32_t pairs = 0;
@@ -126,7 +131,8 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
     Buffer out(c.dtype, {padded, out_cols});
     DeviceBuffer out_dev = test::poisoned(size_t(out.nbytes()));  // unwritten elements: NaN
     problem.out = out_dev.data();
-    const GemmPlan plan{.tile_rows = kTile, .strip_run = strip_run, .grid = 3};
+    const GemmPlan plan{
+        .tile_rows = kTile, .share_activations = shared, .strip_run = strip_run, .grid = 3};
     EXPECT_EQ(effective_strip_run(problem, plan), strip_run) << "the case must run as planned";
     EXPECT_EQ(launch_expert_gemm(problem, plan, c.dtype, nullptr), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -134,11 +140,14 @@ TEST_P(StripRuns, MatchSingleStripsBitwiseAndTheFloat64Product) {
     return out;
   };
   const Buffer single = run(1), paired = run(2);
-  EXPECT_EQ(std::memcmp(single.data(), paired.data(), size_t(single.nbytes())), 0);
+  if (!shared) {
+    EXPECT_EQ(std::memcmp(single.data(), paired.data(), size_t(single.nbytes())), 0);
+  }
 
   // The real rows against float64: router weight x sum_k w * a + bias per row (then silu(gate)
-  // x up when fused). One rounding (the output's) and 16-bit scales: bounds 5e-3 (bf16), 1e-3
-  // (f16).
+  // x up when fused). One rounding (the output's), 16-bit scales and, shared, each weight times
+  // its scale rounded to 16 bits (relative 2^-9 in bf16, 2^-12 in f16, independent per weight):
+  // bounds 5e-3 (bf16), 1e-3 (f16).
   Buffer got(DType::f64, {pairs, out_cols}), want(DType::f64, {pairs, out_cols});
   const float* bias_host = weight.bias.data_as<float>();
   int64_t row = 0;
@@ -195,6 +204,26 @@ INSTANTIATE_TEST_SUITE_P(
         RunCase{"int4_channelwise_asym_k640_n520", scheme(4, kChannelwise, true), 520, 640, bf16}),
     [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
 
+// Pairs at shared int4 tiles. 17 strips: the last pair is one strip (the warp reads the first
+// strip's codes twice); 3 strips at 32 rows: warps 2-7 of the one N tile lie past N and still
+// copy their share of the activations; 13 strips of GEMM1's fused form; g32 to channelwise, zero
+// points, bf16 and f16.
+INSTANTIATE_TEST_SUITE_P(
+    Pairs, StripRuns,
+    testing::Values(
+        RunCase{"int4_g128_k1024_n264_t48", scheme(4, 128), 264, 1024, bf16, false, 48},
+        RunCase{"int4_g32_asym_k128_n200_f16_t32", scheme(4, 32, true), 200, 128, f16, false, 32},
+        RunCase{"int4_channelwise_k384_n520_t64", scheme(4, kChannelwise), 520, 384, bf16, false,
+                64},
+        RunCase{"int4_g64_k640_n48_t32", scheme(4, 64), 48, 640, bf16, false, 32},
+        RunCase{"int4_g64_k2048_n96_f16_t64", scheme(4, 64), 96, 2048, f16, false, 64},
+        RunCase{"int4_g128_fused_k512_i100_t48", scheme(4, 128), 200, 512, bf16, true, 48},
+        RunCase{"int4_g64_asym_fused_k256_i100_f16_t48", scheme(4, 64, true), 200, 256, f16, true,
+                48},
+        RunCase{"int4_channelwise_asym_k640_n520_t32", scheme(4, kChannelwise, true), 520, 640,
+                bf16, false, 32}),
+    [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
+
 // plan_gemm takes runs where its wave model prefers them and their items still fill the
 // resident CTAs (Qwen3-30B-A3B's GEMM2 at 32 tokens: ~112 8-row tiles x 8 runs), and never
 // where a warp would have one strip (8 strips), the chunks are odd, or the run items would
@@ -214,6 +243,27 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
   EXPECT_EQ(run(32), 1);
   w.N = 2048, w.strips = 128, w.K = 704, w.chunks = 11, w.K_pad = 704;
   EXPECT_EQ(run(32), 1);
+}
+
+// Side by side at shared tiles: Mixtral-8x7B at 128 tokens (48-row tiles, ~8 of them) takes pairs
+// in GEMM1 (1792 strips: 112 pair items per tile) but not in GEMM2 (256 strips: 16 per tile,
+// ~130 items for 264 resident CTAs on an H200), and never for int8.
+TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
+  QMOE_REQUIRE_GPU();
+  auto plan = [](int bits, int64_t N, int64_t K) {
+    PackedWeightView w;
+    w.bits = bits;
+    w.N = N, w.K = K, w.K_pad = K, w.strips = N / 16, w.chunks = K / chunk_k(bits);
+    w.groups = K / 128, w.spans_per_group = 4;
+    const int64_t max_tiles = align_sizes(128 * 2, 8, 48).max_tiles;
+    return plan_gemm(w, 48, 128, 2, 8, max_tiles, DType::bf16);
+  };
+  const GemmPlan w13 = plan(4, 28672, 4096), w2 = plan(4, 4096, 14336),
+                 w13_int8 = plan(8, 28672, 4096);
+  EXPECT_TRUE(w13.share_activations);
+  EXPECT_EQ(w13.strip_run, 2);
+  EXPECT_EQ(w2.strip_run, 1);
+  EXPECT_EQ(w13_int8.strip_run, 1);
 }
 
 }  // namespace

@@ -131,9 +131,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
   // per two strips, half the items. Only at the run tile (never shared), and only where a warp
   // would have more than one strip to go to.
-  const int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
-                               ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
-                               : 0;
+  int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
+                         ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
+                         : 0;
   const bool may_run = resident_run > 0;  // 0 also where the instance cannot run here
   GemmPlan plan;
   plan.tile_rows = tile_rows;
@@ -157,6 +157,14 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   }
   plan.warps_k = 8 / plan.strips_per_cta;
   plan.share_activations = may_share && plan.warps_k == 1;
+  // Strip pairs at shared int4 tiles (each warp multiplies two strips together): where their
+  // items still fill every resident CTA.
+  const int resident_pair =
+      plan.share_activations && w.bits == 4 ? resident_ctas(dtype, w.bits, tile_rows, true, 2) : 0;
+  if (resident_pair > 0 && tiles * std::ceil(double(w.strips) / 16) >= resident_pair) {
+    plan.strip_run = 2;
+    resident_run = resident_pair;
+  }
   const int64_t n_tiles = (w.strips + plan.strips_per_cta * plan.strip_run - 1) /
                           (plan.strips_per_cta * plan.strip_run);
   const int resident = plan.strip_run > 1       ? resident_run
@@ -169,7 +177,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
 int effective_strip_run(const GemmProblem& p, const GemmPlan& plan) {
   const bool rows_aligned =
       p.w.K % 8 == 0 && p.a_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.a) % 16 == 0;
-  return plan.strip_run == 2 && runs_strips(p.w) && rows_aligned ? 2 : 1;
+  if (plan.strip_run != 2 || !rows_aligned) return 1;
+  if (plan.tile_rows == kRunTileRows) return runs_strips(p.w) ? 2 : 1;
+  return plan.share_activations && p.w.bits == 4 && runs_staged(p.w) ? 2 : 1;
 }
 
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,

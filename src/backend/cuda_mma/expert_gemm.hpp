@@ -50,10 +50,13 @@ inline constexpr int kTileRows[] = {8, 16, 32, 48, 64};
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
 
-// Strip runs (GemmPlan::strip_run 2): at tiles of kRunTileRows rows a warp that owns whole
-// strips may stream two of them, back to back, as one K loop; the layer's chunks must then be a
-// multiple of kRunChunkMultiple (the loop's chunks per iteration there). At 16-row tiles runs
-// did not pay (bench/NOTES.md, session 8 run 4).
+// Two strips per warp (GemmPlan::strip_run 2), where a warp owns whole strips (one K slice):
+// - at tiles of kRunTileRows rows it streams them back to back as one K loop (a strip run); the
+//   layer's chunks must then be a multiple of kRunChunkMultiple (the loop's chunks per iteration
+//   there). At 16-row tiles runs did not pay (bench/NOTES.md, session 8 run 4).
+// - at tiles that share their activations (int4) it multiplies them side by side, so each
+//   activation fragment read from shared memory feeds both, with the group scales folded into
+//   the weights (rounded to the activation dtype) to free the registers of per-group sums.
 inline constexpr int kRunTileRows = 8;
 inline constexpr int kRunChunkMultiple = 2;
 
@@ -63,9 +66,9 @@ struct GemmPlan {
   int strips_per_cta = 8;          // 16-row weight strips of one work item
   int warps_k = 1;                 // warps splitting K inside a work item (8 / strips_per_cta)
   bool share_activations = false;  // the warps of a K slice copy its activations once, together
-  // Strips each warp streams in a row (1, or 2 with one K slice at kRunTileRows rows): a work
-  // item is then strips_per_cta x strip_run strips. Where the activation rows turn out not to
-  // be 16-byte aligned, the launch runs 1.
+  // Strips of each warp (1, or 2 with one K slice at kRunTileRows rows or at a shared int4
+  // tile; see above): a work item is then strips_per_cta x strip_run strips. Where the
+  // activation rows turn out not to be 16-byte aligned, the launch runs 1.
   int strip_run = 1;
   int grid = 0;  // persistent CTAs
 };

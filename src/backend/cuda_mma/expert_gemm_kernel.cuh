@@ -3,16 +3,18 @@
 //
 // Persistent CTAs of 8 warps walk the flat list of work items (tile of sorted rows, N tile).
 // A work item is `strips_per_cta` x kRun strips of 16 weight rows; its 8 warps are
-// strips_per_cta strips (or runs of kRun strips streamed back to back) x warps_k K slices. Each
+// strips_per_cta strips (or kRun strips each: streamed back to back at 8-row tiles, side by side
+// at shared tiles) x warps_k K slices. Each
 // warp streams its strip's codes for its K slice through its own cp.async ring in shared memory
 // (k_loop_common.cuh), dequantizes in registers and runs mma.m16n8k16 with the 16 weight rows as A
 // and 8 tokens per fragment as B. Layers without act-order take k_loop_staged.cuh, whose
 // activations come through the ring too; act-order and unaligned rows take k_loop_general.cuh. Per
 // group, products accumulate in a separate fp32 fragment that is scaled once (fp32) into the
-// result, so the codes enter the mma as exact integers. The warps_k partial results meet in shared
-// memory and are summed in a fixed order (deterministic); the epilogue applies router weight and
-// bias and, for GEMM1, the activation (gate and up rows share a strip, repack.hpp's
-// gated_row_order), then stores T.
+// result, so the codes enter the mma as exact integers (except where a warp multiplies two strips
+// side by side: the scales are then folded into the weights, staged_k_loop). The warps_k partial
+// results meet in shared memory and are summed in a fixed order (deterministic); the epilogue
+// applies router weight and bias and, for GEMM1, the activation (gate and up rows share a strip,
+// repack.hpp's gated_row_order), then stores T.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -52,11 +54,16 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
 // share_activations: the plan's flag; tiles of kMayShare rows then get one activation ring per
 // CTA (CtaRings). Unshared, the K-split sums red_sh reuse the rings' memory; sharing warps sum
 // their own strips (the kernel's own_sums) and never use red_sh.
-template <int BITS, int BM>
+// kRun 2 at such tiles: each warp multiplies two strips together (staged_k_loop), its code ring
+// holds both.
+template <int BM, int kRun>
+inline constexpr int kCodeStrips = kRun > 1 && kMayShare<BM> ? 2 : 1;
+
+template <int BITS, int BM, int kRun>
 constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
-  if (kMayShare<BM> && share_activations) return CtaRings<BITS, BM>::bytes(true);
-  return std::max(CtaRings<BITS, BM>::bytes(false),
-                  size_t(kWarps) * BM * kRedStride * sizeof(float));
+  using Rings = CtaRings<BITS, BM, kCodeStrips<BM, kRun>>;
+  if (kMayShare<BM> && share_activations) return Rings::bytes(true);
+  return std::max(Rings::bytes(false), size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
 
 // CTAs per SM the registers are budgeted for (at most 65536 / (256 x CTAs) registers a thread):
@@ -88,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // __align__(128) cost nothing (bench/NOTES.md, session 4 runs 5-6, session 5 run 1).
   extern __shared__ uint4 shared_sh[];
   float* red_sh = reinterpret_cast<float*>(shared_sh);
-  using Rings = CtaRings<BITS, BM>;
+  using Rings = CtaRings<BITS, BM, kCodeStrips<BM, kRun>>;
   const bool shared_rings = kMayShare<BM> && share_activations;
   const uint32_t base_sh = shared_address(shared_sh);
   const uint32_t code_ring = base_sh + Rings::code_ring(threadIdx.x / 32, shared_rings);
@@ -152,13 +159,17 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // A run covers its two strips' chunks (or the last strip's alone) as one range.
     const bool second_strip = kRun == 2 && strip + 1 < w.strips;
     const int c_begin = kw * chunks_per_warp;
-    const int c_end = kRun == 2 ? int(w.chunks) * (1 + second_strip)
-                                : min(int(w.chunks), c_begin + chunks_per_warp);
+    const int c_end = kRun == 2 && !kMayShare<BM> ? int(w.chunks) * (1 + second_strip)
+                                                  : min(int(w.chunks), c_begin + chunks_per_warp);
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
     // past N can tell them apart. When the slice shares its activations such a warp still
     // takes its share of the copies and barriers (it reads the last strip's codes, and its sums
     // are never stored); otherwise it has nothing to do.
-    if constexpr (kRun > 1) {
+    if constexpr (kRun > 1 && kMayShare<BM>) {
+      if (e >= 0)
+        staged_dispatch<T, BITS, BM, true, kRun>(w, e, min(strip, w.strips - 1), 0, c_end, lane,
+                                                 rows, code_ring, act_ring, warp, acc_run);
+    } else if constexpr (kRun > 1) {
       if (e >= 0 && strip < w.strips)
         staged_dispatch<T, BITS, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
                                                   act_ring, warp, acc_run);
@@ -294,7 +305,7 @@ template <class T, int BITS, int BM, int kRun>
 cudaError_t allow_shared_bytes() {
   return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM, kRun>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              int(expert_gemm_shared_bytes<BITS, BM>(false)));
+                              int(expert_gemm_shared_bytes<BITS, BM, kRun>(false)));
 }
 
 // A run's range is whole iterations of the run tile's loop (staged_k_loop).
@@ -315,9 +326,15 @@ auto with_instance(int bits, int tile_rows, int run, F&& f) {
       return int4 ? f.template operator()<4, kRunTileRows, 1>()
                   : f.template operator()<8, kRunTileRows, 1>();
     case 16: return int4 ? f.template operator()<4, 16, 1>() : f.template operator()<8, 16, 1>();
-    case 32: return int4 ? f.template operator()<4, 32, 1>() : f.template operator()<8, 32, 1>();
-    case 48: return int4 ? f.template operator()<4, 48, 1>() : f.template operator()<8, 48, 1>();
-    default: return int4 ? f.template operator()<4, 64, 1>() : f.template operator()<8, 64, 1>();
+    case 32:
+      if (run == 2 && int4) return f.template operator()<4, 32, 2>();
+      return int4 ? f.template operator()<4, 32, 1>() : f.template operator()<8, 32, 1>();
+    case 48:
+      if (run == 2 && int4) return f.template operator()<4, 48, 2>();
+      return int4 ? f.template operator()<4, 48, 1>() : f.template operator()<8, 48, 1>();
+    default:
+      if (run == 2 && int4) return f.template operator()<4, 64, 2>();
+      return int4 ? f.template operator()<4, 64, 1>() : f.template operator()<8, 64, 1>();
   }
 }
 
@@ -330,14 +347,16 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   // run tile: any other plan would be wrong silently or deadlock, so it is refused here.
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
-  if (plan.strip_run != 1 &&
-      (plan.strip_run != 2 || plan.tile_rows != kRunTileRows || plan.warps_k != 1))
+  const bool run_tile = plan.tile_rows == kRunTileRows;
+  const bool pair_tile = plan.share_activations && plan.tile_rows >= kMinSharedTileRows;
+  if (plan.strip_run != 1 && (plan.strip_run != 2 || plan.warps_k != 1 || !(run_tile || pair_tile)))
     return cudaErrorInvalidValue;
   return with_instance(
       p.w.bits, plan.tile_rows, effective_strip_run(p, plan), [&]<int BITS, int BM, int kRun>() {
         expert_gemm_kernel<T, BITS, BM, kRun>
-            <<<plan.grid, kThreads, expert_gemm_shared_bytes<BITS, BM>(plan.share_activations),
-               stream>>>(p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
+            <<<plan.grid, kThreads,
+               expert_gemm_shared_bytes<BITS, BM, kRun>(plan.share_activations), stream>>>(
+                p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
         return cudaGetLastError();
       });
 }
@@ -349,7 +368,7 @@ int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run) {
     if (allow_shared_bytes<T, BITS, BM, kRun>() != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &n, expert_gemm_kernel<T, BITS, BM, kRun>, kThreads,
-            expert_gemm_shared_bytes<BITS, BM>(shared)) != cudaSuccess) {
+            expert_gemm_shared_bytes<BITS, BM, kRun>(shared)) != cudaSuccess) {
       cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
       return 0;
     }

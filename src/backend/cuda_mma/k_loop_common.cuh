@@ -25,10 +25,10 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 // (the staged loop): loaded straight into registers they were consumed ~20 instructions after
 // their load and their L2 latency stalled the first mma of every iteration (42% of all stall
 // samples, bench/NOTES.md run 6).
-// A warp's code ring is [kCodeStages][kChunksPerIter] slots, an activation ring
-// [kActStages][kSpansPerIter][BM / 8] slots; every slot is 16 bytes of 32 lanes. CtaRings
-// places them.
-template <int BITS, int BM>
+// A warp's code ring is [kCodeStages][kStrips][kChunksPerIter] slots (kStrips: the strips the
+// warp multiplies together, staged_k_loop), an activation ring [kActStages][kSpansPerIter][BM / 8]
+// slots; every slot is 16 bytes of 32 lanes. CtaRings places them.
+template <int BITS, int BM, int kStrips = 1>
 struct WarpRing {
   static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
   static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
@@ -38,7 +38,7 @@ struct WarpRing {
   static constexpr int kCodeStages = 3;
   static constexpr int kActStages = 3;
   static constexpr int kSlotBytes = kLanes * 16;
-  static constexpr int kCodeStageBytes = kChunksPerIter * kSlotBytes;
+  static constexpr int kCodeStageBytes = kStrips * kChunksPerIter * kSlotBytes;
   static constexpr int kActStageBytes = kSpansPerIter * (BM / 8) * kSlotBytes;
   static constexpr int kCodeBytes = kCodeStages * kCodeStageBytes;
   static constexpr int kActBytes = kActStages * kActStageBytes;
@@ -49,9 +49,9 @@ struct WarpRing {
 // 8-row tiles (three CTAs per SM), 108 KB at 32 rows of int4, 156 KB at 48, 204-216 KB at 64.
 // Shared, the kWarps code rings and then the CTA's one activation ring: 24 KB at 32 rows of
 // int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64.
-template <int BITS, int BM>
+template <int BITS, int BM, int kStrips = 1>
 struct CtaRings {
-  using Ring = WarpRing<BITS, BM>;
+  using Ring = WarpRing<BITS, BM, kStrips>;
   __host__ __device__ static constexpr uint32_t code_ring(int warp, bool shared) {
     return uint32_t(warp) * (shared ? Ring::kCodeBytes : Ring::kCodeBytes + Ring::kActBytes);
   }
@@ -88,20 +88,47 @@ __device__ __forceinline__ GroupParams decode_group(RawGroup raw, bool bf16_scal
           zero_offsets<T, BITS>(raw.zeros & 0xff, raw.zeros >> 8)};
 }
 
-// The two mma steps of span s of one chunk (a lane's 16 bytes of codes) into part, per fragment
-// of 8 tokens.
+// The two mma steps of span s of one chunk per strip (a lane's 16 bytes of codes each) into
+// acc[strip], per fragment of 8 tokens: each activation fragment feeds every strip's weights.
+// kScaled: the weights are multiplied by their group scales (scales[strip], splat: row g's
+// scale in both halves, then row g + 8's) and rounded to T before the mma; otherwise they enter
+// it as exact integers and the scale comes later (flush_group).
+template <class T, int BITS, int kFrags, int kStrips, bool kScaled>
+__device__ __forceinline__ void span_mma(const uint4 (&chunk)[kStrips], int s,
+                                         const ZeroOffsets (&zeros)[kStrips],
+                                         const uint2 (&scales)[kStrips],
+                                         const uint32_t (&b)[kFrags][4],
+                                         float (&acc)[kStrips][kFrags][4]) {
+  constexpr int kWordsPerStep = BITS == 4 ? 1 : 2;
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+    uint32_t a[kStrips][4];
+#pragma unroll
+    for (int j = 0; j < kStrips; ++j) {
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(&chunk[j]);
+      Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, zeros[j], a[j]);
+      if constexpr (kScaled) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          a[j][r] = MmaType<T>::mul2(a[j][r], r % 2 ? scales[j].y : scales[j].x);
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < kFrags; ++f)
+#pragma unroll
+      for (int j = 0; j < kStrips; ++j)
+        MmaType<T>::mma(acc[j][f], a[j], b[f][2 * jj], b[f][2 * jj + 1]);
+  }
+}
+
+// One strip, scales applied later (flush_group).
 template <class T, int BITS, int kFrags>
 __device__ __forceinline__ void span_mma(const uint4& chunk, int s, const ZeroOffsets& zeros,
                                          const uint32_t (&b)[kFrags][4], float (&part)[kFrags][4]) {
-  constexpr int kWordsPerStep = BITS == 4 ? 1 : 2;
-  const uint32_t* words = reinterpret_cast<const uint32_t*>(&chunk);
-#pragma unroll
-  for (int jj = 0; jj < 2; ++jj) {
-    uint32_t a[4];
-    Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, zeros, a);
-#pragma unroll
-    for (int f = 0; f < kFrags; ++f) MmaType<T>::mma(part[f], a, b[f][2 * jj], b[f][2 * jj + 1]);
-  }
+  const uint2 unused[1] = {};
+  span_mma<T, BITS, kFrags, 1, false>(reinterpret_cast<const uint4(&)[1]>(chunk), s,
+                                      reinterpret_cast<const ZeroOffsets(&)[1]>(zeros), unused, b,
+                                      reinterpret_cast<float(&)[1][kFrags][4]>(part));
 }
 
 // A finished group: its integer products, scaled in fp32 (rows g and g + 8), join the result.

@@ -39,15 +39,23 @@ inline constexpr int kSliceBarrier = 1;
 // the strip's end. Strip r's sums end in acc_run[r] (zeros for a strip the range does not reach).
 // Without runs each strip was a work item, and at short K (6-16 iterations per item at decode) the
 // ring's start and drain per item cost as much as the streaming.
+//
+// kRun 2 with kShared: the warp multiplies strips `strip` and `strip` + 1 together (the latter
+// only where it exists; otherwise the first again, whose sums are never stored), so each
+// activation fragment read from the ring feeds both strips' weights. The two strips' sums need
+// the registers that per-group partial sums took, so here the scales are folded into the
+// weights (rounded to T, as every fused WNA16 kernel does) instead of applied per group in fp32.
 template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
                                               const T* const (&rows)[BM / 8], uint32_t code_ring,
                                               uint32_t act_ring, int rank,
                                               float (&acc_run)[kRun][BM / 8][4]) {
-  static_assert(kRun == 1 || (kRun == 2 && !kShared), "a run is one warp's stream of 2 strips");
-  constexpr bool kRunWraps = kRun > 1;  // copies may cross into the run's next strip
-  using Ring = WarpRing<BITS, BM>;
+  static_assert(kRun == 1 || kRun == 2);
+  constexpr bool kTogether = kRun > 1 && kShared;   // the strips side by side, scales folded
+  constexpr bool kRunWraps = kRun > 1 && !kShared;  // copies may cross into the run's next strip
+  constexpr int kCodeStrips = kTogether ? 2 : 1;
+  using Ring = WarpRing<BITS, BM, kCodeStrips>;
   constexpr int kFrags = BM / 8;
   constexpr int kSpansPerChunk = spans_per_chunk(BITS);
   constexpr int kChunksPerIter = Ring::kChunksPerIter, kSpansPerIter = Ring::kSpansPerIter;
@@ -66,8 +74,20 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   const uint32_t* scale_at = w.scale_pairs + first;
   const uint16_t* zero_at = w.zero_pairs ? w.zero_pairs + first : nullptr;
   int left = (spans_per_group - span0 % spans_per_group) / kFlushSpans;  // flush points
-  GroupParams cur = decode_group<T, BITS>(load_group(scale_at, zero_at, 0, BITS), w.scales_bf16);
-  RawGroup ahead = load_group(scale_at, zero_at, group_stride, BITS);
+  // Together: strip j's codes and scale (zero) pairs at j x these strides from strip's.
+  const int next_strip = kTogether && strip + 1 < w.strips ? 1 : 0;
+  const int64_t pair_stride = next_strip * w.groups * kGroupPairStride;
+  const int64_t code_stride = next_strip * w.chunks * kLanes;
+  GroupParams cur[kCodeStrips];
+  RawGroup ahead[kCodeStrips];
+  uint2 folded[kCodeStrips];  // together: cur's scales as T, splat (span_mma)
+#pragma unroll
+  for (int j = 0; j < kCodeStrips; ++j) {
+    cur[j] =
+        decode_group<T, BITS>(load_group(scale_at, zero_at, j * pair_stride, BITS), w.scales_bf16);
+    ahead[j] = load_group(scale_at, zero_at, j * pair_stride + group_stride, BITS);
+    if constexpr (kTogether) folded[j] = {splat<T>(cur[j].scale.x), splat<T>(cur[j].scale.y)};
+  }
   scale_at += group_stride;
   if (zero_at) zero_at += group_stride;
 
@@ -113,10 +133,13 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     const uint32_t code_in = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_in = act_base + s * Ring::kActStageBytes;
 #pragma unroll
-    for (int u = 0; u < kChunksPerIter; ++u) {
-      if (!kChecked || c + u < c_end)
-        copy_async16(code_in + u * Ring::kSlotBytes, code_src + u * kLanes);
-    }
+    for (int j = 0; j < kCodeStrips; ++j)
+#pragma unroll
+      for (int u = 0; u < kChunksPerIter; ++u) {
+        if (!kChecked || c + u < c_end)
+          copy_async16(code_in + (j * kChunksPerIter + u) * Ring::kSlotBytes,
+                       code_src + j * code_stride + u * kLanes);
+      }
     // Rows past the tile's last pair are neither copied nor cleared: an mma's token column
     // depends only on that token's activations, and those columns are never stored. Their slots
     // hold what was written there before (zeros from kernel start, an earlier item's
@@ -160,10 +183,12 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     issue.template operator()<kChecked, kWrap>(c0 + kLead * kChunksPerIter, s == 0 ? kLead : s - 1);
     const uint32_t code_out = code_base + s * Ring::kCodeStageBytes;
     const uint32_t act_out = act_base + s * Ring::kActStageBytes;
-    uint4 now[kChunksPerIter];
+    uint4 now[kChunksPerIter][kCodeStrips];
 #pragma unroll
     for (int u = 0; u < kChunksPerIter; ++u)
-      now[u] = load_shared16(code_out + u * Ring::kSlotBytes);
+#pragma unroll
+      for (int j = 0; j < kCodeStrips; ++j)
+        now[u][j] = load_shared16(code_out + (j * kChunksPerIter + u) * Ring::kSlotBytes);
     uint32_t b[kSpansPerIter][kFrags][4];
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i)
@@ -177,16 +202,34 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i) {
       if (kTail && i >= spans_here) break;
-      span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk, cur.zeros, b[i], part);
+      ZeroOffsets zeros[kCodeStrips];
+#pragma unroll
+      for (int j = 0; j < kCodeStrips; ++j) zeros[j] = cur[j].zeros;
+      if constexpr (kTogether)
+        span_mma<T, BITS, kFrags, 2, true>(now[i / kSpansPerChunk], i % kSpansPerChunk, zeros,
+                                           folded, b[i], acc_run);
+      else
+        span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk][0], i % kSpansPerChunk, zeros[0], b[i],
+                                  part);
       if ((i + 1) % kFlushSpans == 0 && --left == 0) {
-        flush_group(cur.scale, part, acc_run[kR]);
-        cur.scale = unpack_scales(ahead.scales, w.scales_bf16);
+        if constexpr (!kTogether) flush_group(cur[0].scale, part, acc_run[kR]);
+#pragma unroll
+        for (int j = 0; j < kCodeStrips; ++j) {
+          cur[j].scale = unpack_scales(ahead[j].scales, w.scales_bf16);
+          if constexpr (kTogether) folded[j] = {splat<T>(cur[j].scale.x), splat<T>(cur[j].scale.y)};
+        }
         scale_at += group_stride;
-        ahead.scales = load_line_hinted(scale_at);
+#pragma unroll
+        for (int j = 0; j < kCodeStrips; ++j)
+          ahead[j].scales = load_line_hinted(scale_at + j * pair_stride);
         if (zero_at) {
-          cur.zeros = zero_offsets<T, BITS>(ahead.zeros & 0xff, ahead.zeros >> 8);
+#pragma unroll
+          for (int j = 0; j < kCodeStrips; ++j)
+            cur[j].zeros = zero_offsets<T, BITS>(ahead[j].zeros & 0xff, ahead[j].zeros >> 8);
           zero_at += group_stride;
-          ahead.zeros = load_line_hinted(zero_at);
+#pragma unroll
+          for (int j = 0; j < kCodeStrips; ++j)
+            ahead[j].zeros = load_line_hinted(zero_at + j * pair_stride);
         }
         left = spans_per_group / kFlushSpans;
       }
@@ -207,11 +250,12 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     c0 += kChunksPerIter;
     s = s == kLead ? 0 : s + 1;
   };
-  if constexpr (kRun == 1) {
+  if constexpr (kRun == 1 || kTogether) {
     trips.template operator()<0>(c_end);
     while (c0 + kChunksPerIter < c_end) single.template operator()<0>();
     iteration.template operator()<true, true, false, 0>(c0, s);
-    flush_group(cur.scale, part, acc_run[0]);  // the group the range ends in, if mid-group
+    // The group the range ends in, if mid-group.
+    if constexpr (!kTogether) flush_group(cur[0].scale, part, acc_run[0]);
   } else {
     // Strip 0 ends with an iteration (runs need w.chunks whole iterations) and with a group,
     // so part is flushed there. The singles around the strip's end issue the copies that
@@ -222,7 +266,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
     while (s != 0 && c0 < c_end) single.template operator()<1>();
     trips.template operator()<1>(c_end);
     while (c0 < c_end) single.template operator()<1>();
-    flush_group(cur.scale, part, acc_run[1]);  // nothing left where groups divide K (they do)
+    flush_group(cur[0].scale, part, acc_run[1]);  // nothing left where groups divide K (they do)
   }
 }
 

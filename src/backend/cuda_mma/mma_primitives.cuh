@@ -82,6 +82,11 @@ struct MmaType<__nv_bfloat16> {
         __hsub2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
   }
+  __device__ static __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+    __nv_bfloat162 r =
+        __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
   __device__ static __forceinline__ __nv_bfloat16 from_float(float v) {
     return __float2bfloat16_rn(v);
   }
@@ -101,6 +106,10 @@ struct MmaType<__half> {
   }
   __device__ static __forceinline__ uint32_t sub2(uint32_t a, uint32_t b) {
     __half2 r = __hsub2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
+  __device__ static __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+    __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
   }
   __device__ static __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
@@ -171,6 +180,13 @@ struct Dequant<__nv_bfloat16, 8> {
     a[3] = pair(words[1], 2, z.fhi);
   }
 };
+
+// v rounded to T, in both halves of a register.
+template <class T>
+__device__ __forceinline__ uint32_t splat(float v) {
+  const T h = MmaType<T>::from_float(v);
+  return uint32_t(*reinterpret_cast<const uint16_t*>(&h)) * 0x10001u;
+}
 
 // A (lo = row g, hi = row g + 8) pair of 16-bit scales -> fp32.
 __device__ __forceinline__ float2 unpack_scales(uint32_t pair, bool bf16) {
