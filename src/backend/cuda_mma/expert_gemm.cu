@@ -171,6 +171,7 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
                        : plan.share_activations ? resident_shared
                                                 : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
+  plan.tail_parts = kMaxTailParts;
   return plan;
 }
 
