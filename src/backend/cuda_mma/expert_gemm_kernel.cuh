@@ -170,9 +170,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
     // A run covers its two strips' chunks (or the last strip's alone) as one range.
     const bool second_strip = kRun == 2 && strip + 1 < w.strips;
+    // Whole items (before the tail) run every chunk of the warp's range.
     const int2 range =
         part_range(kw * chunks_per_warp, min(int(w.chunks), (kw + 1) * chunks_per_warp), unit.part,
-                   split.parts, kChunksPerIter);
+                   unit.tail_item >= 0 ? split.parts : 1, kChunksPerIter);
     const int c_begin = range.x;
     const int c_end = kRun == 2 && !kMayShare<BM> ? int(w.chunks) * (1 + second_strip) : range.y;
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
