@@ -129,9 +129,11 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
 }
 
 // Side by side at shared tiles: Mixtral-8x7B at 128 tokens (48-row tiles, ~8 of them) takes pairs
-// in GEMM1 (1792 strips: 112 pair items per tile) but not in GEMM2 (256 strips: 16 per tile,
-// ~130 items for 264 resident CTAs on an H200), and never for int8.
-TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
+// in GEMM1 (1792 strips: 3.4 rounds of pair items against 6.8 of single strips on an H200's 264
+// resident CTAs) and in GEMM2 (256 strips: ~130 pair items, split in two along K, against ~260
+// single items, one round), not for a layer of 16 strips (~8 pair items would leave more CTAs
+// idle than ~16 single ones), and never for int8.
+TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   QMOE_REQUIRE_GPU();
   auto plan = [](int bits, int64_t N, int64_t K) {
     PackedWeightView w;
@@ -142,10 +144,12 @@ TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
     return plan_gemm(w, 48, 128, 2, 8, max_tiles, DType::bf16);
   };
   const GemmPlan w13 = plan(4, 28672, 4096), w2 = plan(4, 4096, 14336),
-                 w13_int8 = plan(8, 28672, 4096);
+                 narrow = plan(4, 256, 14336), w13_int8 = plan(8, 28672, 4096);
   EXPECT_TRUE(w13.share_activations);
   EXPECT_EQ(w13.strip_run, 2);
-  EXPECT_EQ(w2.strip_run, 1);
+  EXPECT_EQ(w2.strip_run, 2);
+  EXPECT_TRUE(narrow.share_activations);
+  EXPECT_EQ(narrow.strip_run, 1);
   EXPECT_EQ(w13_int8.strip_run, 1);
 }
 
