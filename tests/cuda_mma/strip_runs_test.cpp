@@ -122,6 +122,7 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
   };
   EXPECT_EQ(run(32), 2);
   EXPECT_EQ(run(1), 1);
+  EXPECT_EQ(plan_gemm(w, 8, 1, 8, 128, 8, DType::bf16).tail_parts, 1);  // never at 8 rows
   w.N = 128, w.strips = 8;
   EXPECT_EQ(run(32), 1);
   w.N = 2048, w.strips = 128, w.K = 704, w.chunks = 11, w.K_pad = 704;
@@ -147,6 +148,7 @@ TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
                  narrow = plan(4, 256, 14336), w13_int8 = plan(8, 28672, 4096);
   EXPECT_TRUE(w13.share_activations);
   EXPECT_EQ(w13.strip_run, 2);
+  EXPECT_EQ(w13.tail_parts, kMaxTailParts);  // shared tiles split their last round
   EXPECT_EQ(w2.strip_run, 2);
   EXPECT_FALSE(narrow.share_activations);
   EXPECT_EQ(narrow.strip_run, 1);

@@ -3,9 +3,10 @@
 // parts, then checks: the output against the float64 product (the same bounds as unsplit), two
 // launches bit for bit (the partial sums are added in a fixed order), exactly the expected
 // producer slots written (the rest of the buffer still NaN), and every flag back at zero (the
-// next launch's starting state). Cases: two strips per warp at 48 and 64 rows, a K split across
-// warps at 8 rows (the shared-memory sum of slices), one strip per warp at 16 rows, int8, zero
-// points, f16, GEMM1's fused epilogue, parts capped by a warp's iterations and by the buffer.
+// next launch's starting state). Only tiles of 32 rows and more split (kMinSharedTileRows). Cases:
+// two strips per warp at 48 and 64 rows, a K split across warps at 32 rows (the shared-memory sum
+// of slices), one strip per warp at 64 rows, int8, zero points, f16, GEMM1's fused epilogue,
+// parts capped by a warp's iterations and by the buffer.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -54,7 +55,7 @@ TEST_P(TailSplit, MatchesTheFloat64ProductDeterministically) {
   const int strips_per_warp = plan.share_activations ? plan.strip_run : 1;
   const int64_t items = gemm.tiles() * ((w.strips + plan.strips_per_cta * plan.strip_run - 1) /
                                         (plan.strips_per_cta * plan.strip_run));
-  const int per_iter = w.bits == 8 || c.spec.tile == 8 ? 2 : 1;  // chunks_per_iteration
+  const int per_iter = w.bits == 8 ? 2 : 1;  // chunks_per_iteration at 32 rows and more
   const int64_t per_warp = (w.chunks + plan.warps_k * per_iter - 1) / (plan.warps_k * per_iter);
   const int64_t slot_bytes = 8 * strips_per_warp * (c.spec.tile / 8) * 32 * 16;
   const int64_t enough = 1024;
@@ -136,14 +137,16 @@ INSTANTIATE_TEST_SUITE_P(
                   .share_activations = true,
                   .strip_run = 2},
                  3},
-        // 4 strips x 2 K slices at 8 rows: 3 iterations per warp, so at most 3 parts.
-        TailCase{"int4_g64_asym_k_split_t8_f16",
-                 {.scheme = scheme(4, 64, true), .N = 200, .K = 640, .dtype = f16, .tile = 8},
-                 {.tile_rows = 8, .strips_per_cta = 4, .warps_k = 2},
+        // int8, 4 strips x 2 K slices at 32 rows (nothing shared): 3 iterations per warp, so at
+        // most 3 parts, and the K slices' sums meet in shared memory after the exchange.
+        TailCase{"int8_g32_asym_k_split_t32",
+                 {.scheme = scheme(8, 32, true), .N = 136, .K = 384, .dtype = bf16, .tile = 32},
+                 {.tile_rows = 32, .strips_per_cta = 4, .warps_k = 2},
                  3},
-        TailCase{"int8_g32_asym_t16",
-                 {.scheme = scheme(8, 32, true), .N = 136, .K = 384, .dtype = bf16, .tile = 16},
-                 {.tile_rows = 16, .strips_per_cta = 8, .warps_k = 1},
+        // One strip per warp at 64 rows, nothing shared (each warp finishes its own strip).
+        TailCase{"int4_g64_asym_own_sums_t64_f16",
+                 {.scheme = scheme(4, 64, true), .N = 200, .K = 640, .dtype = f16, .tile = 64},
+                 {.tile_rows = 64, .strips_per_cta = 8, .warps_k = 1},
                  4},
         // GEMM1's fused gated epilogue on the last part, one strip per warp, shared at 32 rows.
         TailCase{

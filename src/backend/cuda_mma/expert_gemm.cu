@@ -181,7 +181,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
                        : plan.share_activations ? resident_shared
                                                 : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
-  plan.tail_parts = kMaxTailParts;
+  // The last round split along K where the tiles share their activations (the only rows where
+  // the split was measured to pay: Mixtral M = 128 -8%, bench/NOTES.md session 9 run 5).
+  plan.tail_parts = plan.share_activations ? kMaxTailParts : 1;
   return plan;
 }
 

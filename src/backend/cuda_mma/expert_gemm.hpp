@@ -85,8 +85,8 @@ struct GemmPlan {
   // activation rows turn out not to be 16-byte aligned, the launch runs 1.
   int strip_run = 1;
   // Parts (1 to kMaxTailParts) into which each item of the last, partial round of items is
-  // split along K across CTAs, where the problem has the buffers (tail_split.cuh); strip runs
-  // at 8-row tiles are never split.
+  // split along K across CTAs, where the problem has the buffers (tail_split.cuh); tiles under
+  // kMinSharedTileRows rows are never split.
   int tail_parts = 1;
   int grid = 0;  // persistent CTAs
 };

@@ -128,9 +128,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // and 8-row rows ran 5-7% slower even where the plan splits K and the epilogue never runs
   // (session 5 run 4). The run instances have no K split and only this epilogue.
   const bool own_sums = kRun > 1 || (BM >= 16 && warps_k == 1);
-  // The last round's items split along K (tail_split.cuh); not for strip runs, whose one range
-  // covers two strips.
-  constexpr bool kTailSplits = kRun == 1 || kMayShare<BM>;
+  // The last round's items split along K (tail_split.cuh), at tiles of kMinSharedTileRows rows
+  // and more: at 8 and 16 rows (decode) the split made Qwen3-30B-A3B at 8 tokens 7% slower and
+  // helped no row (bench/NOTES.md, session 9 run 5), and these instances' code stays as it was.
+  constexpr bool kTailSplits = kMayShare<BM>;
   constexpr int64_t kSlotBytes = kPartialSlotBytes<kRun, kFrags>;
   const int64_t tail_slots =
       p.tail_flags ? min(p.tail_slots, p.tail_partial_bytes / kSlotBytes) : int64_t(0);
