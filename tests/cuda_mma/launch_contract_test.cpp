@@ -43,6 +43,15 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
             cudaErrorInvalidValue);
   EXPECT_EQ(launch({.tile_rows = 48, .strips_per_cta = 8, .warps_k = 1, .strip_run = 2, .grid = 1}),
             cudaErrorInvalidValue);
+  // Tail splits of 1 to kMaxTailParts parts.
+  EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .tail_parts = 0, .grid = 1}),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launch({.tile_rows = 8,
+                    .strips_per_cta = 8,
+                    .warps_k = 1,
+                    .tail_parts = kMaxTailParts + 1,
+                    .grid = 1}),
+            cudaErrorInvalidValue);
   // Activations in bf16 or f16 only.
   EXPECT_EQ(launch({.tile_rows = 8, .strips_per_cta = 8, .warps_k = 1, .grid = 1}, DType::f32),
             cudaErrorInvalidValue);

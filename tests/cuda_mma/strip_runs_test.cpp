@@ -11,34 +11,22 @@
 // groups of 32 to channelwise, zero points, int4 and int8, bf16 and f16; GEMM1's fused epilogue;
 // strip counts that leave the last run one strip short, a partial last strip, and 3 CTAs, so each
 // walks many items.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <random>
-#include <vector>
 
-#include "backend/cuda_mma/expert_gemm.hpp"
-#include "backend/cuda_mma/repack.hpp"
-#include "core/convert.hpp"
 #include "cuda/gpu_test.hpp"
-#include "support/moe_case.hpp"
+#include "direct_gemm.hpp"
 
 namespace qmoe::cuda_mma {
 namespace {
-
-using test::to_device;
 
 struct RunCase {
   const char* name;
   QuantScheme scheme;
   int64_t N, K;
   DType dtype;
-  // GEMM1's form: N = 2I gate and up rows packed for the fused silu (gated_row_order), rows
-  // read from tokens (two pairs per token), router weights; else GEMM2's plain rows.
-  bool fused = false;
+  bool fused = false;       // GEMM1's form (test::DirectGemmSpec)
   int tile = kRunTileRows;  // above kRunTileRows: a shared tile, the strips multiplied together
 };
 void PrintTo(const RunCase& c, std::ostream* os) { *os << c.name; }
@@ -48,131 +36,26 @@ using StripRuns = testing::TestWithParam<RunCase>;
 TEST_P(StripRuns, MatchSingleStripsAndTheFloat64Product) {
   QMOE_REQUIRE_GPU();
   const RunCase& c = GetParam();
-  constexpr int64_t E = 6;
-  constexpr int kTopK = 2;  // pairs per token when the rows are tokens
-  std::mt19937_64 rng(0x5eed + c.N * 31 + c.K);
-  const QuantizedWeight weight = test::random_weight(E, c.N, c.K, c.scheme, true, rng);
-  const int64_t I = c.N / 2;
-  const PackedWeight packed =
-      c.fused ? pack_weight(weight, "w13", gated_row_order(I, false)) : pack_weight(weight, "w");
-  DeviceBuffer codes = to_device(packed.codes), scales = to_device(packed.scale_pairs),
-               zeros = to_device(packed.zero_pairs), bias = to_device(packed.bias);
-  PackedWeightView view = packed.shape;
-  view.codes = codes.data();
-  view.scale_pairs = scales.as<uint32_t>();
-  view.zero_pairs = packed.zero_pairs.empty() ? nullptr : zeros.as<uint16_t>();
-  view.bias = bias.as<float>();
-  // The instances' shared-memory opt-in (plan_gemm's part in a forward), and two strips per
-  // warp cost no residency.
+  test::DirectGemm gemm(
+      {.scheme = c.scheme, .N = c.N, .K = c.K, .dtype = c.dtype, .fused = c.fused, .tile = c.tile});
+  // Two strips per warp cost no residency.
   const bool shared = c.tile >= kMinSharedTileRows;
-  const int resident = resident_ctas(c.dtype, view.bits, c.tile, shared, 1);
-  ASSERT_GT(resident, 0);
-  EXPECT_EQ(resident_ctas(c.dtype, view.bits, c.tile, shared, 2), resident);
-
-  // Sorted rows in tiles: up to two tiles' worth less 3 rows per expert (the last expert at
-  // least one, so its last strips are read), and one tile of no expert (-1), which the kernel
-  // skips.
-  const int kTile = c.tile;
-  std::vector<int32_t> sorted_pairs, tile_experts;
-  std::vector<int64_t> row_expert;  // per sorted row
-  int32_t pairs = 0;
-  auto add_tile = [&](int64_t e, int rows) {
-    tile_experts.push_back(int32_t(e));
-    for (int i = 0; i < kTile; ++i) {
-      const bool real = e >= 0 && i < rows;
-      sorted_pairs.push_back(real ? pairs++ : -1);
-      row_expert.push_back(real ? e : -1);
-    }
-  };
-  for (int64_t e = 0; e < E; ++e) {
-    if (e == 2) add_tile(-1, 0);
-    int rows = int(rng() % uint64_t(2 * kTile - 2));
-    if (e == E - 1) rows = std::max(rows, 1);
-    for (int t = 0; t * kTile < rows; ++t) add_tile(e, std::min(kTile, rows - t * kTile));
-  }
-  for (int32_t& p : sorted_pairs)
-    if (p < 0) p = pairs;  // padding rows: ids past the last pair
-  const int64_t padded = int64_t(sorted_pairs.size());
-  const std::vector<int32_t> padded_total{int32_t(padded)};
-  // Activation row of sorted row r: the pair's token, or r itself.
-  const int64_t a_rows = c.fused ? (pairs + kTopK - 1) / kTopK : padded;
-  auto a_row = [&](int64_t r) { return c.fused ? sorted_pairs[size_t(r)] / kTopK : r; };
-  std::vector<float> router(static_cast<size_t>(pairs));
-  for (float& v : router) v = 0.5f + float(rng() % 1000) / 1000.f;
-
-  Buffer a(c.dtype, {a_rows, c.K});
-  test::fill_normal(a, rng);
-  DeviceBuffer a_dev(size_t(a.nbytes())),
-      pairs_dev = to_device(sorted_pairs), tiles_dev = to_device(tile_experts),
-      total_dev = to_device(padded_total), router_dev = to_device(router);
-  a_dev.upload(a.data(), a_dev.bytes());
-
-  const int64_t out_cols = c.fused ? I : c.N;
-  GemmProblem problem;
-  problem.w = view;
-  problem.a = a_dev.data();
-  problem.a_stride = c.K;
-  problem.a_rows_are_tokens = c.fused;
-  problem.top_k = kTopK;
-  problem.sorted_pair_ids = pairs_dev.as<int32_t>();
-  problem.tile_experts = tiles_dev.as<int32_t>();
-  problem.padded_total = total_dev.as<int32_t>();
-  problem.num_pairs = pairs;
-  problem.max_tiles = int64_t(tile_experts.size());
-  problem.out_stride = out_cols;
-  if (c.fused) {
-    problem.topk_weights = router_dev.as<float>();
-    problem.fuse_activation = true;
-    problem.activation = Activation::silu;
-    problem.act_cols = I;
-  }
-
+  EXPECT_EQ(resident_ctas(c.dtype, gemm.problem.w.bits, c.tile, shared, 2),
+            resident_ctas(c.dtype, gemm.problem.w.bits, c.tile, shared, 1));
   auto run = [&](int strip_run) {
-    Buffer out(c.dtype, {padded, out_cols});
-    DeviceBuffer out_dev = test::poisoned(size_t(out.nbytes()));  // unwritten elements: NaN
-    problem.out = out_dev.data();
     const GemmPlan plan{
-        .tile_rows = kTile, .share_activations = shared, .strip_run = strip_run, .grid = 3};
-    EXPECT_EQ(effective_strip_run(problem, plan), strip_run) << "the case must run as planned";
-    EXPECT_EQ(launch_expert_gemm(problem, plan, c.dtype, nullptr), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    out_dev.download(out.data(), size_t(out.nbytes()));
-    return out;
+        .tile_rows = c.tile, .share_activations = shared, .strip_run = strip_run, .grid = 3};
+    EXPECT_EQ(effective_strip_run(gemm.problem, plan), strip_run) << "the case must run as planned";
+    return gemm.run(plan);
   };
   const Buffer single = run(1), paired = run(2);
   if (!shared) {
     EXPECT_EQ(std::memcmp(single.data(), paired.data(), size_t(single.nbytes())), 0);
   }
-
-  // The real rows against float64: router weight x sum_k w * a + bias per row (then silu(gate)
-  // x up when fused). One rounding (the output's), 16-bit scales and, shared, each weight times
-  // its scale rounded to 16 bits (relative 2^-9 in bf16, 2^-12 in f16, independent per weight):
-  // bounds 5e-3 (bf16), 1e-3 (f16).
-  Buffer got(DType::f64, {pairs, out_cols}), want(DType::f64, {pairs, out_cols});
-  const float* bias_host = weight.bias.data_as<float>();
-  int64_t row = 0;
-  for (int64_t r = 0; r < padded; ++r) {
-    const int64_t e = row_expert[size_t(r)];
-    if (e < 0) continue;
-    const double scale = c.fused ? double(router[size_t(sorted_pairs[size_t(r)])]) : 1.0;
-    auto value = [&](int64_t n) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < c.K; ++k)
-        sum +=
-            double(weight.dequant(e, n, k)) * load_as_double(a.data(), c.dtype, a_row(r) * c.K + k);
-      return scale * sum + bias_host[e * c.N + n];
-    };
-    for (int64_t o = 0; o < out_cols; ++o) {
-      double v = value(o);
-      if (c.fused) v = v / (1.0 + std::exp(-v)) * value(I + o);
-      want.data_as<double>()[row * out_cols + o] = v;
-      got.data_as<double>()[row * out_cols + o] =
-          load_as_double(paired.data(), c.dtype, r * out_cols + o);
-    }
-    ++row;
-  }
-  ASSERT_GT(pairs, 0);
-  EXPECT_LT(test::relative_error(got, want), c.dtype == DType::bf16 ? 5e-3 : 1e-3);
+  // One rounding (the output's), 16-bit scales and, shared, each weight times its scale rounded
+  // to 16 bits (relative 2^-9 in bf16, 2^-12 in f16, independent per weight): bounds 5e-3
+  // (bf16), 1e-3 (f16).
+  EXPECT_LT(gemm.error_against_float64(paired), c.dtype == DType::bf16 ? 5e-3 : 1e-3);
 }
 
 using test::scheme;
@@ -239,6 +122,7 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
   };
   EXPECT_EQ(run(32), 2);
   EXPECT_EQ(run(1), 1);
+  EXPECT_EQ(plan_gemm(w, 8, 1, 8, 128, 8, DType::bf16).tail_parts, 1);  // never at 8 rows
   w.N = 128, w.strips = 8;
   EXPECT_EQ(run(32), 1);
   w.N = 2048, w.strips = 128, w.K = 704, w.chunks = 11, w.K_pad = 704;
@@ -246,9 +130,11 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
 }
 
 // Side by side at shared tiles: Mixtral-8x7B at 128 tokens (48-row tiles, ~8 of them) takes pairs
-// in GEMM1 (1792 strips: 112 pair items per tile) but not in GEMM2 (256 strips: 16 per tile,
-// ~130 items for 264 resident CTAs on an H200), and never for int8.
-TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
+// in GEMM1 (1792 strips: 3.4 rounds of pair items against 6.8 of single strips on an H200's 264
+// resident CTAs) and in GEMM2 (256 strips: ~130 pair items, split in two along K, against ~260
+// single items, one round), not for a layer of 16 strips (too few items to share: the plan
+// splits K across warps), and never for int8.
+TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   QMOE_REQUIRE_GPU();
   auto plan = [](int bits, int64_t N, int64_t K) {
     PackedWeightView w;
@@ -259,10 +145,13 @@ TEST(StripRunsPlan, PairsWhereSharedInt4ItemsFillTheCtas) {
     return plan_gemm(w, 48, 128, 2, 8, max_tiles, DType::bf16);
   };
   const GemmPlan w13 = plan(4, 28672, 4096), w2 = plan(4, 4096, 14336),
-                 w13_int8 = plan(8, 28672, 4096);
+                 narrow = plan(4, 256, 14336), w13_int8 = plan(8, 28672, 4096);
   EXPECT_TRUE(w13.share_activations);
   EXPECT_EQ(w13.strip_run, 2);
-  EXPECT_EQ(w2.strip_run, 1);
+  EXPECT_EQ(w13.tail_parts, kMaxTailParts);  // shared tiles split their last round
+  EXPECT_EQ(w2.strip_run, 2);
+  EXPECT_FALSE(narrow.share_activations);
+  EXPECT_EQ(narrow.strip_run, 1);
   EXPECT_EQ(w13_int8.strip_run, 1);
 }
 

@@ -157,11 +157,21 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   }
   plan.warps_k = 8 / plan.strips_per_cta;
   plan.share_activations = may_share && plan.warps_k == 1;
-  // Strip pairs at shared int4 tiles (each warp multiplies two strips together): where their
-  // items still fill every resident CTA.
+  // Strip pairs at shared int4 tiles (each warp multiplies two strips together): an item of
+  // them costs about kPairItemCost items of single strips (133 against 173 sm_90a instructions
+  // per strip and chunk at 48 rows, bench/NOTES.md session 9), so they are taken where the rounds
+  // of items they make, the last one split along K (tail_split.cuh), cost less.
+  constexpr double kPairItemCost = 1.6;
+  auto rounds = [](double items, int resident) {
+    const double whole = std::floor(items / resident), tail = items - whole * resident;
+    if (tail <= 0) return whole;
+    return whole + 1.0 / std::clamp(std::floor(resident / tail), 1.0, double(kMaxTailParts));
+  };
   const int resident_pair =
       plan.share_activations && w.bits == 4 ? resident_ctas(dtype, w.bits, tile_rows, true, 2) : 0;
-  if (resident_pair > 0 && tiles * std::ceil(double(w.strips) / 16) >= resident_pair) {
+  if (resident_pair > 0 &&
+      kPairItemCost * rounds(tiles * std::ceil(double(w.strips) / 16), resident_pair) <
+          rounds(tiles * std::ceil(double(w.strips) / 8), resident_shared)) {
     plan.strip_run = 2;
     resident_run = resident_pair;
   }
@@ -171,6 +181,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
                        : plan.share_activations ? resident_shared
                                                 : resident_unshared;
   plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
+  // The last round split along K where the tiles share their activations (the only rows where
+  // the split was measured to pay: Mixtral M = 128 -8%, bench/NOTES.md session 9 run 5).
+  plan.tail_parts = plan.share_activations ? kMaxTailParts : 1;
   return plan;
 }
 

@@ -41,7 +41,21 @@ struct GemmProblem {
   Activation activation = Activation::silu;
   ActivationParams activation_params;
   int64_t act_cols = 0;
+  // Optional (GemmPlan::tail_parts): where the last round's split items exchange their partial
+  // sums, tail_partial_bytes of fp32, and one flag per slot (tail_slots of them), all zero before
+  // the first launch; every launch leaves them zero. Launches that share them must be ordered
+  // (one stream). Too small or absent, the items are not split.
+  float* tail_partials = nullptr;
+  int64_t tail_partial_bytes = 0;
+  int32_t* tail_flags = nullptr;
+  int64_t tail_slots = 0;
 };
+
+// Buffers for GemmProblem::tail_* that hold every split the kernel makes at up to kMaxTailSlots
+// slots; smaller ones limit the parts (a slot is 4-64 KB: 8 warps' sums).
+inline constexpr int kMaxTailParts = 4;
+inline constexpr int64_t kMaxTailSlots = 512;
+inline constexpr int64_t kTailPartialBytes = 8 << 20;
 
 // Tokens per tile the kernel is compiled for: the mma's N (8) times 1, 2, 4, 6 or 8.
 inline constexpr int kTileRows[] = {8, 16, 32, 48, 64};
@@ -70,6 +84,10 @@ struct GemmPlan {
   // tile; see above): a work item is then strips_per_cta x strip_run strips. Where the
   // activation rows turn out not to be 16-byte aligned, the launch runs 1.
   int strip_run = 1;
+  // Parts (1 to kMaxTailParts) into which each item of the last, partial round of items is
+  // split along K across CTAs, where the problem has the buffers (tail_split.cuh); tiles under
+  // kMinSharedTileRows rows are never split.
+  int tail_parts = 1;
   int grid = 0;  // persistent CTAs
 };
 

@@ -23,6 +23,7 @@
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
+#include "backend/cuda_mma/tail_split.cuh"
 #include "cuda/activation_math.cuh"
 
 namespace qmoe::cuda_mma {
@@ -86,7 +87,7 @@ constexpr int resident_ctas_target() {
 template <class T, int BITS, int BM, int kRun>
 __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
-                       const bool share_activations) {
+                       const bool share_activations, const int tail_parts) {
   constexpr int kFrags = BM / 8;
   // The rings (CtaRings); unshared, between K loops the same memory holds the K-split partial
   // sums red_sh [warp][BM][kRedStride] (no copy is pending once a K loop is done).
@@ -127,7 +128,19 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // and 8-row rows ran 5-7% slower even where the plan splits K and the epilogue never runs
   // (session 5 run 4). The run instances have no K split and only this epilogue.
   const bool own_sums = kRun > 1 || (BM >= 16 && warps_k == 1);
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+  // The last round's items split along K (tail_split.cuh), at tiles of kMinSharedTileRows rows
+  // and more: at 8 and 16 rows (decode) the split made Qwen3-30B-A3B at 8 tokens 7% slower and
+  // helped no row (bench/NOTES.md, session 9 run 5), and these instances' code stays as it was.
+  constexpr bool kTailSplits = kMayShare<BM>;
+  constexpr int64_t kSlotBytes = kPartialSlotBytes<kRun, kFrags>;
+  const int64_t tail_slots =
+      p.tail_flags ? min(p.tail_slots, p.tail_partial_bytes / kSlotBytes) : int64_t(0);
+  const TailSplit split =
+      kTailSplits ? tail_split(items, tail_parts, tail_slots, chunks_per_warp / kChunksPerIter)
+                  : TailSplit{items, 1, items};
+  for (int u = blockIdx.x; u < split.units; u += gridDim.x) {
+    const WorkUnit unit = work_unit(split, u);
+    const int item = unit.item;
     const int tile = item % tiles, n_tile = item / tiles;
     const int e = p.tile_experts[tile];
     // A run's first strip when kRun > 1 (warps_k is 1 then).
@@ -154,21 +167,24 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
     // Shared ring (its warps finish their own sums, own_sums): the first copies of this item
     // refill stages that a slower warp may still be reading for the last item.
-    if (shared_rings && item != int(blockIdx.x)) __syncthreads();
+    if (shared_rings && u != int(blockIdx.x)) __syncthreads();
 
     // A run covers its two strips' chunks (or the last strip's alone) as one range.
     const bool second_strip = kRun == 2 && strip + 1 < w.strips;
-    const int c_begin = kw * chunks_per_warp;
-    const int c_end = kRun == 2 && !kMayShare<BM> ? int(w.chunks) * (1 + second_strip)
-                                                  : min(int(w.chunks), c_begin + chunks_per_warp);
+    // Whole items (before the tail) run every chunk of the warp's range.
+    const int2 range =
+        part_range(kw * chunks_per_warp, min(int(w.chunks), (kw + 1) * chunks_per_warp), unit.part,
+                   unit.tail_item >= 0 ? split.parts : 1, kChunksPerIter);
+    const int c_begin = range.x;
+    const int c_end = kRun == 2 && !kMayShare<BM> ? int(w.chunks) * (1 + second_strip) : range.y;
     // e, the K slice and the loop taken are the same for the warps of a slice; only a strip
     // past N can tell them apart. When the slice shares its activations such a warp still
     // takes its share of the copies and barriers (it reads the last strip's codes, and its sums
     // are never stored); otherwise it has nothing to do.
     if constexpr (kRun > 1 && kMayShare<BM>) {
       if (e >= 0)
-        staged_dispatch<T, BITS, BM, true, kRun>(w, e, min(strip, w.strips - 1), 0, c_end, lane,
-                                                 rows, code_ring, act_ring, warp, acc_run);
+        staged_dispatch<T, BITS, BM, true, kRun>(w, e, min(strip, w.strips - 1), c_begin, c_end,
+                                                 lane, rows, code_ring, act_ring, warp, acc_run);
     } else if constexpr (kRun > 1) {
       if (e >= 0 && strip < w.strips)
         staged_dispatch<T, BITS, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
@@ -187,6 +203,20 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       } else if (strip < w.strips)
         general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
                                     acc);
+    }
+
+    if (kTailSplits && unit.tail_item >= 0 && split.parts > 1) {
+      // Producer slots of this item: parts - 1 from first_slot; the last part finishes the item.
+      const int64_t first_slot = int64_t(unit.tail_item) * (split.parts - 1);
+      float4* first = partial_slot<kRun, kFrags>(p.tail_partials, first_slot, warp);
+      constexpr int64_t kSlotStride = kSlotBytes / 16;
+      if (unit.part < split.parts - 1) {
+        publish_partial(acc_run, first + unit.part * kSlotStride, lane,
+                        p.tail_flags + first_slot + unit.part);
+        continue;
+      }
+      collect_partials(acc_run, first, kSlotStride, split.parts - 1, lane,
+                       p.tail_flags + first_slot);
     }
 
     // C fragment: c0, c1 = (row g, tokens 2t, 2t+1), c2, c3 = (row g + 8, same tokens).
@@ -347,6 +377,7 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   // run tile: any other plan would be wrong silently or deadlock, so it is refused here.
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
+  if (plan.tail_parts < 1 || plan.tail_parts > kMaxTailParts) return cudaErrorInvalidValue;
   const bool run_tile = plan.tile_rows == kRunTileRows;
   const bool pair_tile = plan.share_activations && plan.tile_rows >= kMinSharedTileRows;
   if (plan.strip_run != 1 && (plan.strip_run != 2 || plan.warps_k != 1 || !(run_tile || pair_tile)))
@@ -356,7 +387,7 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
         expert_gemm_kernel<T, BITS, BM, kRun>
             <<<plan.grid, kThreads,
                expert_gemm_shared_bytes<BITS, BM, kRun>(plan.share_activations), stream>>>(
-                p, plan.strips_per_cta, plan.warps_k, plan.share_activations);
+                p, plan.strips_per_cta, plan.warps_k, plan.share_activations, plan.tail_parts);
         return cudaGetLastError();
       });
 }
