@@ -27,18 +27,20 @@ struct TailCase {
   GemmPlan plan;  // grid is chosen by the test
   int want_parts;
   int64_t slots = 0;  // producer slots the buffer holds; 0: as many as the split needs
+  // A grid above the item count: no whole round, every item split (Mixtral M = 128's GEMM2).
+  bool grid_above_items = false;
 };
 void PrintTo(const TailCase& c, std::ostream* os) { *os << c.name; }
 
-// The split the kernel must make, restated: items past the last whole round of `grid`, each cut
-// into the most parts (at most kMaxTailParts) that the idle CTAs, a warp's iterations and the
-// slots allow.
+// The split the kernel must make, restated: at tiles of kMinSharedTileRows rows and more, items
+// past the last whole round of `grid`, each cut into the most parts (at most kMaxTailParts) that
+// the idle CTAs, a warp's iterations and the slots allow.
 struct Split {
   int64_t tail, parts;
 };
-Split expected_split(int64_t items, int64_t grid, int64_t iterations, int64_t slots) {
+Split expected_split(int tile, int64_t items, int64_t grid, int64_t iterations, int64_t slots) {
   const int64_t tail = items % grid;
-  if (tail == 0) return {0, 1};
+  if (tail == 0 || tile < kMinSharedTileRows) return {tail, 1};
   int64_t parts = std::min({int64_t(kMaxTailParts), grid / tail, iterations});
   while (parts > 1 && tail * (parts - 1) > slots) --parts;
   return {tail, std::max<int64_t>(parts, 1)};
@@ -60,17 +62,23 @@ TEST_P(TailSplit, MatchesTheFloat64ProductDeterministically) {
   const int64_t slot_bytes = 8 * strips_per_warp * (c.spec.tile / 8) * 32 * 16;
   const int64_t enough = 1024;
 
-  // The largest grid below the item count (and the resident CTAs) that makes the wanted split
-  // (and, with few slots, one the slots cap: more parts would fit the idle CTAs).
+  // The largest grid below the item count (or, grid_above_items, up to the resident CTAs) that
+  // makes the wanted split (and, with few slots, one the slots cap: more parts would fit the idle
+  // CTAs).
   const int resident =
       resident_ctas(c.spec.dtype, w.bits, c.spec.tile, plan.share_activations, plan.strip_run);
+  auto split_at = [&](int64_t grid, int64_t slots) {
+    return expected_split(c.spec.tile, items, grid, per_warp, slots);
+  };
+  const int64_t lowest = c.grid_above_items ? items + 1 : 2;
   plan.grid = 0;
-  for (int64_t grid = std::min<int64_t>(items - 1, resident); grid >= 2 && !plan.grid; --grid)
-    if (expected_split(items, grid, per_warp, c.slots ? c.slots : enough).parts == c.want_parts &&
-        (!c.slots || expected_split(items, grid, per_warp, enough).parts > c.want_parts))
+  for (int64_t grid = c.grid_above_items ? resident : std::min<int64_t>(items - 1, resident);
+       grid >= lowest && !plan.grid; --grid)
+    if (split_at(grid, c.slots ? c.slots : enough).parts == c.want_parts &&
+        (!c.slots || split_at(grid, enough).parts > c.want_parts))
       plan.grid = int(grid);
   ASSERT_GT(plan.grid, 0) << items << " items allow no grid with " << c.want_parts << " parts";
-  const Split split = expected_split(items, plan.grid, per_warp, c.slots ? c.slots : enough);
+  const Split split = split_at(plan.grid, c.slots ? c.slots : enough);
   const int64_t producers = split.tail * (split.parts - 1);
 
   plan.tail_parts = 1;  // unsplit, before the buffers exist
@@ -106,6 +114,8 @@ TEST_P(TailSplit, MatchesTheFloat64ProductDeterministically) {
   const std::vector<int32_t> left = test::to_host<int32_t>(flags, size_t(slots));
   EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](int32_t f) { return f == 0; }));
 
+  // Poisoned again, so a last part that read a slot before its producer wrote it would show.
+  QMOE_CUDA_CHECK(cudaMemset(partials.data(), 0xff, partials.bytes()));
   const Buffer second = gemm.run(plan);
   EXPECT_EQ(std::memcmp(first.data(), second.data(), size_t(first.nbytes())), 0);
 }
@@ -143,6 +153,28 @@ INSTANTIATE_TEST_SUITE_P(
                  {.scheme = scheme(8, 32, true), .N = 136, .K = 384, .dtype = bf16, .tile = 32},
                  {.tile_rows = 32, .strips_per_cta = 4, .warps_k = 2},
                  3},
+        // Part cuts inside groups (g128 = 2 chunks, 12 chunks in 4 parts of 3), and a last part
+        // with nothing to multiply (6 iterations in 4 parts of 2: 2, 2, 2, 0).
+        TailCase{"int4_g128_pairs_t48_cuts_in_groups",
+                 {.scheme = scheme(4, 128, true), .N = 264, .K = 768, .dtype = bf16, .tile = 48},
+                 kPairs,
+                 4},
+        TailCase{"int4_g64_pairs_t48_empty_last_part",
+                 {.scheme = scheme(4, 64), .N = 264, .K = 384, .dtype = f16, .tile = 48},
+                 kPairs,
+                 4},
+        // More CTAs than items: every item split (no whole round).
+        TailCase{"int4_g128_pairs_t48_all_split",
+                 {.scheme = scheme(4, 128), .N = 264, .K = 1024, .dtype = bf16, .tile = 48},
+                 kPairs,
+                 3,
+                 0,
+                 true},
+        // 16-row tiles never split, whatever the plan and buffers (no slot written).
+        TailCase{"int8_g32_asym_t16_never_splits",
+                 {.scheme = scheme(8, 32, true), .N = 136, .K = 384, .dtype = bf16, .tile = 16},
+                 {.tile_rows = 16, .strips_per_cta = 8, .warps_k = 1},
+                 1},
         // One strip per warp at 64 rows, nothing shared (each warp finishes its own strip).
         TailCase{"int4_g64_asym_own_sums_t64_f16",
                  {.scheme = scheme(4, 64, true), .N = 200, .K = 640, .dtype = f16, .tile = 64},

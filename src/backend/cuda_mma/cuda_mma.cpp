@@ -142,13 +142,17 @@ struct CudaMmaExperts final : PreparedExperts {
     w->scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
     w->activated = DeviceBuffer(size_t(rows * I) * 2);
     w->gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
-    w->tail_partials = DeviceBuffer(size_t(cuda_mma::kTailPartialBytes));
-    w->tail_flags = DeviceBuffer(size_t(cuda_mma::kMaxTailSlots) * sizeof(int32_t));
+    // Tail split buffers only where some batch takes tiles that may split (shared tiles): 8 MB
+    // per layer and stream that decode-only workspaces would never use.
+    if (cuda_mma::tallest_tile_rows(tokens, top_k, E) >= cuda_mma::kMinSharedTileRows) {
+      w->tail_partials = DeviceBuffer(size_t(cuda_mma::kTailPartialBytes));
+      w->tail_flags = DeviceBuffer(size_t(cuda_mma::kMaxTailSlots) * sizeof(int32_t));
+    }
     // Rows past a tile's last pair are computed but never read; clear them once, in the order
     // of the stream that will use them, so that no kernel ever reads memory nothing wrote. The
     // tail flags start at zero (each launch leaves them so).
     for (DeviceBuffer* b : {&w->activated, &w->gemm2_out, &w->tail_flags})
-      QMOE_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream));
+      if (!b->empty()) QMOE_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream));
     return w;
   }
 };
@@ -254,10 +258,12 @@ class CudaMmaBackend final : public Backend {
     g1.activation = config.activation;
     g1.activation_params = config.activation_params;
     g1.act_cols = p.I;
-    g1.tail_partials = ws.tail_partials.as<float>();
-    g1.tail_partial_bytes = int64_t(ws.tail_partials.bytes());
-    g1.tail_flags = ws.tail_flags.as<int32_t>();
-    g1.tail_slots = cuda_mma::kMaxTailSlots;
+    if (!ws.tail_flags.empty()) {
+      g1.tail_partials = ws.tail_partials.as<float>();
+      g1.tail_partial_bytes = int64_t(ws.tail_partials.bytes());
+      g1.tail_flags = ws.tail_flags.as<int32_t>();
+      g1.tail_slots = cuda_mma::kMaxTailSlots;
+    }
     const GemmPlan plan1 =
         cuda_mma::plan_gemm(g1.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));

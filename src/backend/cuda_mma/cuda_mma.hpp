@@ -10,7 +10,8 @@ namespace qmoe {
 // one forward of the largest M on the stream first, or call reserve_cuda_mma_tokens). Each
 // stream has its own workspace, made by its first forward, so forwards on different streams or
 // host threads may run concurrently. A captured graph keeps using the workspace of the stream it
-// was captured on: its replays must not overlap each other or forwards on that stream.
+// was captured on: its replays must not overlap each other or forwards on that stream (their
+// scratch would mix, and the GEMMs' tail split flags could leave one launch waiting forever).
 const Backend& cuda_mma_backend();
 
 // Grows the workspace that prepared cuda-mma experts keep for `stream` (a cudaStream_t; nullptr

@@ -76,9 +76,14 @@ int choose_tile_rows(int64_t M, int top_k, int64_t E) {
   return 64;
 }
 
-AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
+int tallest_tile_rows(int64_t M, int top_k, int64_t E) {
   int tallest = kTileRows[0];
   for (int64_t m = 1; m <= M; ++m) tallest = std::max(tallest, choose_tile_rows(m, top_k, E));
+  return tallest;
+}
+
+AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
+  const int tallest = tallest_tile_rows(M, top_k, E);
   // Sizes grow with the pairs (align.hpp), so M tokens' bound every smaller batch at one tile.
   AlignSizes bound;
   for (int tile : kTileRows) {
@@ -129,8 +134,9 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const int resident_shared =
       may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true, 1)) : resident_unshared;
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
-  // per two strips, half the items. Only at the run tile (never shared), and only where a warp
-  // would have more than one strip to go to.
+  // per two strips, half the items. Back to back only at the run tile (never shared; shared
+  // tiles take two side by side, below), and only where a warp would have more than one strip
+  // to go to.
   int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
                          ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
                          : 0;

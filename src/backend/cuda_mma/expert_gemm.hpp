@@ -42,9 +42,10 @@ struct GemmProblem {
   ActivationParams activation_params;
   int64_t act_cols = 0;
   // Optional (GemmPlan::tail_parts): where the last round's split items exchange their partial
-  // sums, tail_partial_bytes of fp32, and one flag per slot (tail_slots of them), all zero before
-  // the first launch; every launch leaves them zero. Launches that share them must be ordered
-  // (one stream). Too small or absent, the items are not split.
+  // sums, tail_partial_bytes of fp32 (16-byte aligned), and one flag per slot (tail_slots of
+  // them), the flags zero before the first launch; every completed launch leaves them zero.
+  // Launches that share them must not overlap (one stream): two at once could take each other's
+  // flags and leave one waiting forever. Too small or absent, the items are not split.
   float* tail_partials = nullptr;
   int64_t tail_partial_bytes = 0;
   int32_t* tail_flags = nullptr;
@@ -52,7 +53,7 @@ struct GemmProblem {
 };
 
 // Buffers for GemmProblem::tail_* that hold every split the kernel makes at up to kMaxTailSlots
-// slots; smaller ones limit the parts (a slot is 4-64 KB: 8 warps' sums).
+// slots; smaller ones limit the parts (a slot is 16-64 KB: 8 warps' sums).
 inline constexpr int kMaxTailParts = 4;
 inline constexpr int64_t kMaxTailSlots = 512;
 inline constexpr int64_t kTailPartialBytes = 8 << 20;
@@ -97,6 +98,9 @@ struct GemmPlan {
 // Not monotonic in M (see workspace_align_sizes).
 int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
+// The tallest tile choose_tile_rows picks for any batch of 1 to M tokens.
+int tallest_tile_rows(int64_t M, int top_k, int64_t E);
+
 // Alignment sizes (align.hpp) that hold every batch of 1 to M tokens at the tile
 // choose_tile_rows picks for it: the largest of M tokens' sizes over the tiles up to the tallest
 // any such batch picks (only those: 64-row padding of every expert would reserve 335 MB per
@@ -128,8 +132,9 @@ int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of
-// a K slice share its activations, whether a warp streams two strips in a row (strip_run, where
-// the items of such runs still fill the resident CTAs), and the grid.
+// a K slice share its activations, whether a warp takes two strips (strip_run: back to back at
+// 8-row tiles where the items of such runs still fill the resident CTAs; side by side at shared
+// int4 tiles where their rounds cost less), the tail split (shared tiles) and the grid.
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype);
 

@@ -71,7 +71,8 @@ constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
 // 3 at 8-row tiles, 2 at 16 and 32 rows, 1 at 64. int8 at 32 and 48 rows never shares (its
 // activations are too few bytes per code byte, plan_gemm) and needs 120-168 KB of rings, so one
 // CTA, and uses 172-232 registers. int4 at 48 rows runs where the plan shares (30 KB of rings,
-// fitting_tile_rows): two CTAs, its 6 fragments of accumulators in 128 registers.
+// 42 KB with two strips per warp; fitting_tile_rows): two CTAs, its 6 fragments of accumulators
+// (12 with two strips) in 128 registers.
 template <int BITS, int BM>
 constexpr int resident_ctas_target() {
   if constexpr (BM == 8)
@@ -82,8 +83,9 @@ constexpr int resident_ctas_target() {
     return 1;
 }
 
-// kRun (GemmPlan::strip_run): strips a warp streams in a row, 2 only with one K slice,
-// nothing shared and a layer the staged loop takes (launch_typed checks; see staged_k_loop).
+// kRun (GemmPlan::strip_run): strips per warp, 2 only with one K slice and a layer the staged
+// loop takes: back to back at kRunTileRows rows (nothing shared), side by side at tiles that
+// share (launch_typed checks; see staged_k_loop).
 template <class T, int BITS, int BM, int kRun>
 __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
@@ -126,7 +128,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // Not at 8-row tiles without runs: there the registers are capped at 80 (three CTAs per SM),
   // and with this epilogue compiled in next to the K-split one, the item loop spilled 4x more
   // and 8-row rows ran 5-7% slower even where the plan splits K and the epilogue never runs
-  // (session 5 run 4). The run instances have no K split and only this epilogue.
+  // (session 5 run 4). Instances with two strips per warp have no K split across warps and only
+  // this epilogue.
   const bool own_sums = kRun > 1 || (BM >= 16 && warps_k == 1);
   // The last round's items split along K (tail_split.cuh), at tiles of kMinSharedTileRows rows
   // and more: at 8 and 16 rows (decode) the split made Qwen3-30B-A3B at 8 tokens 7% slower and
@@ -169,7 +172,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // refill stages that a slower warp may still be reading for the last item.
     if (shared_rings && u != int(blockIdx.x)) __syncthreads();
 
-    // A run covers its two strips' chunks (or the last strip's alone) as one range.
+    // At kRunTileRows rows a run covers its two strips' chunks (or the last strip's alone) as
+    // one range.
     const bool second_strip = kRun == 2 && strip + 1 < w.strips;
     // Whole items (before the tail) run every chunk of the warp's range.
     const int2 range =
@@ -330,12 +334,14 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 
 // Above 48 KB of dynamic shared memory a kernel must opt in, once per process and device: done
 // when fitting_tile_rows or plan_gemm first asks how many CTAs fit (resident_ctas caches that
-// per device), so the launch itself does not repeat a driver call per forward.
+// per device), so the launch itself does not repeat a driver call per forward. Instances with
+// two strips per warp side by side only run shared: their unshared rings (168 KB at 48 rows)
+// would exceed an sm_80 SM's opt-in and turn them off there.
 template <class T, int BITS, int BM, int kRun>
 cudaError_t allow_shared_bytes() {
-  return cudaFuncSetAttribute(expert_gemm_kernel<T, BITS, BM, kRun>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              int(expert_gemm_shared_bytes<BITS, BM, kRun>(false)));
+  return cudaFuncSetAttribute(
+      expert_gemm_kernel<T, BITS, BM, kRun>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(expert_gemm_shared_bytes<BITS, BM, kRun>(kCodeStrips<BM, kRun> > 1)));
 }
 
 // A run's range is whole iterations of the run tile's loop (staged_k_loop).
@@ -343,8 +349,8 @@ static_assert(chunks_per_iteration<4, kRunTileRows>() == kRunChunkMultiple &&
               chunks_per_iteration<8, kRunTileRows>() == kRunChunkMultiple);
 
 // Calls f.template operator()<BITS, BM, kRun>() for the compiled instance of (bits, tile rows,
-// strip run): 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows), runs of 2 strips only
-// at kRunTileRows rows (elsewhere run is taken as 1).
+// strip run): 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows), 2 strips per warp at
+// kRunTileRows rows and, int4 only, at 32 rows and more (elsewhere run is taken as 1).
 template <class F>
 auto with_instance(int bits, int tile_rows, int run, F&& f) {
   const bool int4 = bits == 4;
@@ -373,8 +379,9 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   if (std::find(std::begin(kTileRows), std::end(kTileRows), plan.tile_rows) == std::end(kTileRows))
     return cudaErrorInvalidValue;
   // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
-  // the whole CTA (one activation ring, one barrier); a strip run is one warp's whole K at the
-  // run tile: any other plan would be wrong silently or deadlock, so it is refused here.
+  // the whole CTA (one activation ring, one barrier); two strips per warp are one warp's whole K,
+  // at the run tile or at a shared tile: any other plan would be wrong silently or deadlock, so
+  // it is refused here.
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   if (plan.tail_parts < 1 || plan.tail_parts > kMaxTailParts) return cudaErrorInvalidValue;

@@ -48,7 +48,8 @@ struct WarpRing {
 // by warp, its code ring then its activation ring (so one register addresses both): 72 KB at
 // 8-row tiles (three CTAs per SM), 108 KB at 32 rows of int4, 156 KB at 48, 204-216 KB at 64.
 // Shared, the kWarps code rings and then the CTA's one activation ring: 24 KB at 32 rows of
-// int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64.
+// int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64; with two strips
+// per warp (kStrips 2) 36, 42 and 48 KB.
 template <int BITS, int BM, int kStrips = 1>
 struct CtaRings {
   using Ring = WarpRing<BITS, BM, kStrips>;

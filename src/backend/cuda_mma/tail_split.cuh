@@ -6,10 +6,11 @@
 // runs 896 items on 264 CTAs, 3.4 rounds for the time of 4 (bench/NOTES.md, session 9). Here each
 // item of that last round becomes `parts` units, each over its own share of every warp's K range,
 // run by different CTAs. All but the last part store their sums (fp32, as the warps hold them in
-// registers) and raise a flag; the last part's CTA waits for those flags, adds the partial sums in
-// part order (so the result is the same from run to run) and finishes the item as usual. A part's
-// CTA has a higher index than the CTAs it waits for, so those were started first, and the grid
-// never exceeds the resident CTAs (plan_gemm), so every CTA it waits for runs.
+// registers) and raise a flag; the last part's CTA waits for those flags, adds the partial sums
+// to its own in part order (so the result is the same from run to run) and finishes the item as
+// usual. Forward progress: a CTA waits only for CTAs of lower index, which never wait themselves,
+// and relies on the hardware starting CTAs in index order (as stream-K GEMMs and decoupled
+// look-back scans do; CUDA does not document it).
 #include <cstdint>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
@@ -37,15 +38,16 @@ struct WorkUnit {
   int item, part, tail_item;
 };
 
-// max_parts from the plan; `slots` partial sums of slot_bytes each fit the problem's buffers, and
-// each warp needs at least one iteration per part (min_iterations: a warp's fewest).
+// max_parts from the plan; `slots` partial sums fit the problem's buffers; at most
+// `iterations` parts (a warp's iterations per item; rounding each part up to whole iterations may
+// still leave the last part empty, which is harmless).
 __device__ __forceinline__ TailSplit tail_split(int items, int max_parts, int64_t slots,
-                                                int min_iterations) {
+                                                int iterations) {
   const int grid = int(gridDim.x);
   const int round_items = items - items % grid, tail = items - round_items;
   int parts = 1;
   if (tail > 0) {
-    parts = min(min(max_parts, grid / tail), min_iterations);
+    parts = min(min(max_parts, grid / tail), iterations);
     while (parts > 1 && int64_t(tail) * (parts - 1) > slots) --parts;
     parts = max(parts, 1);
   }
