@@ -133,16 +133,18 @@ TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
 // in GEMM1 (1792 strips: 3.4 rounds of pair items against 6.8 of single strips on an H200's 264
 // resident CTAs) and in GEMM2 (256 strips: ~130 pair items, split in two along K, against ~260
 // single items, one round), not for a layer of 16 strips (too few items to share: the plan
-// splits K across warps), and never for int8.
+// splits K across warps), never for int8, and not where folding would put bf16 scales into f16.
 TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   QMOE_REQUIRE_GPU();
-  auto plan = [](int bits, int64_t N, int64_t K) {
+  auto plan = [](int bits, int64_t N, int64_t K, DType dtype = DType::bf16,
+                 bool scales_bf16 = true) {
     PackedWeightView w;
     w.bits = bits;
+    w.scales_bf16 = scales_bf16;
     w.N = N, w.K = K, w.K_pad = K, w.strips = N / 16, w.chunks = K / chunk_k(bits);
     w.groups = K / 128, w.spans_per_group = 4;
     const int64_t max_tiles = align_sizes(128 * 2, 8, 48).max_tiles;
-    return plan_gemm(w, 48, 128, 2, 8, max_tiles, DType::bf16);
+    return plan_gemm(w, 48, 128, 2, 8, max_tiles, dtype);
   };
   const GemmPlan w13 = plan(4, 28672, 4096), w2 = plan(4, 4096, 14336),
                  narrow = plan(4, 256, 14336), w13_int8 = plan(8, 28672, 4096);
@@ -153,6 +155,11 @@ TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   EXPECT_FALSE(narrow.share_activations);
   EXPECT_EQ(narrow.strip_run, 1);
   EXPECT_EQ(w13_int8.strip_run, 1);
+  // Scales are folded into the weights in the activation dtype: f16 scales into bf16 fold,
+  // bf16 scales into f16 (whose range is narrower) do not.
+  EXPECT_EQ(plan(4, 28672, 4096, DType::bf16, false).strip_run, 2);
+  EXPECT_EQ(plan(4, 28672, 4096, DType::f16, false).strip_run, 2);
+  EXPECT_EQ(plan(4, 28672, 4096, DType::f16, true).strip_run, 1);
 }
 
 }  // namespace

@@ -173,8 +173,13 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
     if (tail <= 0) return whole;
     return whole + 1.0 / std::clamp(std::floor(resident / tail), 1.0, double(kMaxTailParts));
   };
-  const int resident_pair =
-      plan.share_activations && w.bits == 4 ? resident_ctas(dtype, w.bits, tile_rows, true, 2) : 0;
+  // Folding rounds each scale to the activation dtype: f16 scales into bf16 lose 3 bits of a
+  // group's scale (as the weights' own rounding does), but bf16 scales into f16 may leave f16's
+  // range (above 65504, or below 2^-14 where precision drops), so those layers keep fp32 scaling.
+  const bool scales_fold = !(w.scales_bf16 && dtype == DType::f16);
+  const int resident_pair = plan.share_activations && w.bits == 4 && scales_fold
+                                ? resident_ctas(dtype, w.bits, tile_rows, true, 2)
+                                : 0;
   if (resident_pair > 0 &&
       kPairItemCost * rounds(tiles * std::ceil(double(w.strips) / 16), resident_pair) <
           rounds(tiles * std::ceil(double(w.strips) / 8), resident_shared)) {
