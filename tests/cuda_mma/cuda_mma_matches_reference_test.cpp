@@ -29,6 +29,7 @@
 #include "cuda/align.hpp"
 #include "cuda/device.hpp"
 #include "cuda/device_buffer.hpp"
+#include "cuda/gpu_test.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/moe_case.hpp"
@@ -69,10 +70,7 @@ OnDevice poisoned_output(DType dtype, int64_t M, int64_t H) {
 
 class CudaMma : public testing::Test {
  protected:
-  void SetUp() override {
-    const std::string why = cuda_unavailable_reason();
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
-  }
+  void SetUp() override { QMOE_REQUIRE_GPU(); }
 };
 
 using test::Scenario;
