@@ -3,6 +3,7 @@
 
 #include "cuda/align.hpp"
 #include "cuda/align_tiling.hpp"
+#include "cuda/dependent_launch.cuh"
 
 namespace qmoe {
 
@@ -148,6 +149,8 @@ __global__ void __launch_bounds__(kThreads)
     align_one_block_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                            const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
                            int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
@@ -168,6 +171,8 @@ __global__ void __launch_bounds__(kThreads)
     count_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                  const int32_t* __restrict__ expert_map, int num_local,
                  int32_t* __restrict__ block_counts) {
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
@@ -185,6 +190,8 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     layout_kernel(int32_t* __restrict__ block_counts, int num_blocks, int num_local, int tile_rows,
                   int32_t sentinel, int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   constexpr int kBatch = 8;  // loads in flight per thread: the blocks' counts are independent
   int count = 0;
   if (threadIdx.x < num_local) {
@@ -208,6 +215,8 @@ __global__ void __launch_bounds__(kThreads)
     scatter_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                    const int32_t* __restrict__ expert_map, int num_local,
                    const int32_t* __restrict__ block_first_rank, AlignOutputs out) {
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
@@ -245,21 +254,22 @@ cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int
 
   const int64_t max_tiles = max_padded_rows / tile_rows;
   const auto sentinel = static_cast<int32_t>(num_pairs);
-  if (blocks <= 1) {
-    align_one_block_kernel<<<1, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
-                                                       num_local, tile_rows, max_padded_rows,
-                                                       max_tiles, out);
-    return cudaGetLastError();
-  }
-  count_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
-                                                num_local, block_counts);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  layout_kernel<<<1, kThreads, 0, stream>>>(block_counts, blocks, num_local, tile_rows, sentinel,
-                                            max_padded_rows, max_tiles, out);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  scatter_kernel<<<blocks, kThreads, 0, stream>>>(topk_ids, num_pairs, ids_range, expert_map,
-                                                  num_local, block_counts, out);
-  return cudaGetLastError();
+  if (blocks <= 1)
+    return cuda::launch_dependent(align_one_block_kernel, 1, kThreads, 0, stream, topk_ids,
+                                  num_pairs, ids_range, expert_map, num_local, tile_rows,
+                                  max_padded_rows, max_tiles, out);
+  if (const cudaError_t err =
+          cuda::launch_dependent(count_kernel, blocks, kThreads, 0, stream, topk_ids, num_pairs,
+                                 ids_range, expert_map, num_local, block_counts);
+      err != cudaSuccess)
+    return err;
+  if (const cudaError_t err =
+          cuda::launch_dependent(layout_kernel, 1, kThreads, 0, stream, block_counts, blocks,
+                                 num_local, tile_rows, sentinel, max_padded_rows, max_tiles, out);
+      err != cudaSuccess)
+    return err;
+  return cuda::launch_dependent(scatter_kernel, blocks, kThreads, 0, stream, topk_ids, num_pairs,
+                                ids_range, expert_map, num_local, block_counts, out);
 }
 
 }  // namespace qmoe

@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "cuda/combine.hpp"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/half_types.cuh"
 
 namespace qmoe {
@@ -20,6 +21,8 @@ __global__ void __launch_bounds__(kThreads)
                    const int32_t* __restrict__ pair_rows, const float* __restrict__ weights,
                    int64_t k, int64_t H, T* __restrict__ out, int64_t out_stride, int64_t chunks) {
   constexpr int kBatch = 8;
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   const int64_t m = blockIdx.x / chunks;
   const int64_t h = ((blockIdx.x % chunks) * kThreads + threadIdx.x) * N;
   if (h >= H) return;
@@ -60,13 +63,9 @@ cudaError_t launch(const void* in, int64_t in_stride, const int32_t* pair_rows,
   const int64_t chunks = (H + int64_t(kThreads) * n - 1) / (int64_t(kThreads) * n);
   const int64_t blocks = M * chunks;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  if (vec)
-    combine_kernel<T, kVec><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        x, in_stride, pair_rows, weights, k, H, y, out_stride, chunks);
-  else
-    combine_kernel<T, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        x, in_stride, pair_rows, weights, k, H, y, out_stride, chunks);
-  return cudaGetLastError();
+  return cuda::launch_dependent(vec ? combine_kernel<T, kVec> : combine_kernel<T, 1>,
+                                static_cast<unsigned>(blocks), kThreads, 0, stream, x, in_stride,
+                                pair_rows, weights, k, H, y, out_stride, chunks);
 }
 
 }  // namespace

@@ -33,4 +33,14 @@ CudaDeviceInfo current_cuda_device() {
   return info;
 }
 
+bool current_device_launches_dependents() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();  // launch without the attribute; the launch itself reports a real failure
+    return false;
+  }
+  return major >= 9;
+}
+
 }  // namespace qmoe

@@ -20,4 +20,8 @@ struct CudaDeviceInfo {
 // Properties of the current device. Throws qmoe::Error when there is none.
 CudaDeviceInfo current_cuda_device();
 
+// Whether the current device honours programmatic dependent launch (compute capability 9.0+;
+// cuda/dependent_launch.cuh). Cheap enough to ask at every launch.
+bool current_device_launches_dependents();
+
 }  // namespace qmoe

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/dependent_launch.cuh"
 #include "cuda/routing.hpp"
 #include "cuda/warp_reduce.cuh"
 
@@ -63,6 +64,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                       int64_t M, int E, float* __restrict__ topk_weights,
                       int32_t* __restrict__ topk_ids) {
   extern __shared__ float group_sh[];
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t m = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
   if (m >= M) return;  // uniform per warp
@@ -175,9 +178,8 @@ cudaError_t launch_route(const RoutingParams& p, const float* logits, int64_t ro
   const size_t shared =
       p.n_group > 0 ? sizeof(float) * kWarpsPerBlock * (E + 2 * size_t(p.n_group)) : 0;
   const auto blocks = static_cast<unsigned>((M + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  route_topk_kernel<V><<<blocks, kWarpsPerBlock * 32, shared, stream>>>(p, logits, row_stride, M, E,
-                                                                        topk_weights, topk_ids);
-  return cudaGetLastError();
+  return cuda::launch_dependent(route_topk_kernel<V>, blocks, kWarpsPerBlock * 32, shared, stream,
+                                p, logits, row_stride, M, E, topk_weights, topk_ids);
 }
 
 // The limits the kernel relies on for memory safety; validate_routing explains them to users.

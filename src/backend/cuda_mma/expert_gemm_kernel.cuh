@@ -25,6 +25,7 @@
 #include "backend/cuda_mma/k_loop_staged.cuh"
 #include "backend/cuda_mma/tail_split.cuh"
 #include "cuda/activation_math.cuh"
+#include "cuda/dependent_launch.cuh"
 
 namespace qmoe::cuda_mma {
 
@@ -111,15 +112,18 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int strips_per_item = strips_per_cta * kRun;
   const int n_tiles = int((w.strips + strips_per_item - 1) / strips_per_item);
+  // Whole iterations per warp, so that every warp's range starts at an iteration boundary.
+  constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
+  const int chunks_per_warp =
+      int((w.chunks + warps_k * kChunksPerIter - 1) / (warps_k * kChunksPerIter)) * kChunksPerIter;
+  // Everything global comes from the kernels before this one (alignment, GEMM1's output).
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
   const int tiles = *p.padded_total / BM;
   const int items = tiles * n_tiles;
   const bool vector_ok =
       (w.K % 8 == 0) && (p.a_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0);
   const bool plain = vector_ok && !w.k_source;
-  // Whole iterations per warp, so that every warp's range starts at an iteration boundary.
-  constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
-  const int chunks_per_warp =
-      int((w.chunks + warps_k * kChunksPerIter - 1) / (warps_k * kChunksPerIter)) * kChunksPerIter;
   const int full_chunks = int(w.K / chunk_k(BITS));  // chunks whose activations all lie inside K
   const T* a_gl = static_cast<const T*>(p.a);
   const int tile_n = strips_per_cta * kStripRows;
@@ -391,11 +395,10 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
     return cudaErrorInvalidValue;
   return with_instance(
       p.w.bits, plan.tile_rows, effective_strip_run(p, plan), [&]<int BITS, int BM, int kRun>() {
-        expert_gemm_kernel<T, BITS, BM, kRun>
-            <<<plan.grid, kThreads,
-               expert_gemm_shared_bytes<BITS, BM, kRun>(plan.share_activations), stream>>>(
-                p, plan.strips_per_cta, plan.warps_k, plan.share_activations, plan.tail_parts);
-        return cudaGetLastError();
+        return cuda::launch_dependent(
+            expert_gemm_kernel<T, BITS, BM, kRun>, plan.grid, kThreads,
+            expert_gemm_shared_bytes<BITS, BM, kRun>(plan.share_activations), stream, p,
+            plan.strips_per_cta, plan.warps_k, plan.share_activations, plan.tail_parts);
       });
 }
 
