@@ -264,6 +264,7 @@ class CudaMmaBackend final : public Backend {
       g1.tail_flags = ws.tail_flags.as<int32_t>();
       g1.tail_slots = cuda_mma::kMaxTailSlots;
     }
+    g1.next_kernel_starts_early = false;
     const GemmPlan plan1 =
         cuda_mma::plan_gemm(g1.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));
@@ -275,6 +276,7 @@ class CudaMmaBackend final : public Backend {
     g2.a_rows_are_tokens = false;
     g2.topk_weights = nullptr;
     g2.fuse_activation = false;
+    g2.next_kernel_starts_early = true;
     g2.out = ws.gemm2_out.data();
     g2.out_stride = p.H;
     const GemmPlan plan2 =

@@ -50,6 +50,12 @@ struct GemmProblem {
   int64_t tail_partial_bytes = 0;
   int32_t* tail_flags = nullptr;
   int64_t tail_slots = 0;
+  // Whether the next kernel on the stream may be launched as soon as this one has started
+  // (cuda/dependent_launch.cuh), its CTAs then taking each SM as this launch's CTAs leave it.
+  // Off for GEMM1: the SMs that finish first would collect GEMM2's working CTAs, where a launch
+  // on an empty GPU spreads them (Mixtral-8x7B at one token was 7% slower, bench/NOTES.md
+  // session 10 run 2); GEMM2 then starts when GEMM1 has completed.
+  bool next_kernel_starts_early = true;
 };
 
 // Buffers for GemmProblem::tail_* that hold every split the kernel makes at up to kMaxTailSlots

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       int((w.chunks + warps_k * kChunksPerIter - 1) / (warps_k * kChunksPerIter)) * kChunksPerIter;
   // Everything global comes from the kernels before this one (alignment, GEMM1's output).
   cuda::wait_for_prior_grids();
-  cuda::release_dependent_grids();
+  if (p.next_kernel_starts_early) cuda::release_dependent_grids();
   const int tiles = *p.padded_total / BM;
   const int items = tiles * n_tiles;
   const bool vector_ok =
