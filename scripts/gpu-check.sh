@@ -105,7 +105,7 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int8_g64_asym_m520_e8_top2_f16_tile64; do
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
-mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:*/StripRuns.*:*/TailSplit.*'
+mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'
 for tool in memcheck racecheck; do
   step "$tool" "$out/$tool.log" "$(upto 60)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"

@@ -700,6 +700,55 @@ TEST_F(CudaMma, ConcurrentForwardsOnTwoStreams) {
   EXPECT_LT(error[1], bound_for(DType::bf16));
 }
 
+// Forwards of two different batches queued back to back on one stream, nothing synchronized in
+// between, share one workspace: each kernel may start before the previous one has completed
+// (cuda/dependent_launch.cuh), so a kernel that touched memory before waiting would read the other
+// batch's alignment or overwrite rows still being read. Every output must match its reference.
+TEST_F(CudaMma, BackToBackForwardsOnOneStreamShareTheWorkspace) {
+  // One token (8-row tiles, K split across warps) and 300 (64-row tiles): different alignments,
+  // plans and kernel instances.
+  const int64_t tokens[2] = {1, 300};
+  test::MoECase c[2] = {test::make_case({.E = 8,
+                                         .H = 256,
+                                         .I = 512,
+                                         .M = tokens[0],
+                                         .top_k = 2,
+                                         .scheme = scheme(4, 128),
+                                         .act_dtype = DType::bf16,
+                                         .seed = 31}),
+                        test::make_case({.E = 8,
+                                         .H = 256,
+                                         .I = 512,
+                                         .M = tokens[1],
+                                         .top_k = 2,
+                                         .scheme = scheme(4, 128),
+                                         .act_dtype = DType::bf16,
+                                         .seed = 31})};
+  const Backend* backend = find_backend("cuda-mma");
+  ASSERT_NE(backend, nullptr);
+  auto prepared = backend->prepare(*c[0].experts, c[0].config, kGpu);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  reserve_cuda_mma_tokens(*prepared, tokens[1], stream);
+  OnDevice hidden[2] = {OnDevice(c[0].hidden), OnDevice(c[1].hidden)};
+  OnDevice logits[2] = {OnDevice(c[0].router_logits), OnDevice(c[1].router_logits)};
+  constexpr int kForwards = 8;
+  std::vector<OnDevice> outs;
+  for (int i = 0; i < kForwards; ++i)
+    outs.push_back(poisoned_output(DType::bf16, tokens[i % 2], 256));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int i = 0; i < kForwards; ++i)
+    backend->forward(*prepared, c[i % 2].config, hidden[i % 2].view, logits[i % 2].view,
+                     outs[i].view, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (int i = 0; i < kForwards; ++i)
+    EXPECT_LT(test::relative_error(download(outs[i], DType::bf16, tokens[i % 2], 256),
+                                   c[i % 2].reference),
+              bound_for(DType::bf16))
+        << "forward " << i;
+  cudaStreamDestroy(stream);
+}
+
 TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {
   test::MoECase c =
       test::make_case({.E = 4, .H = 64, .I = 64, .M = 2, .top_k = 2, .scheme = scheme(4, 32)});
