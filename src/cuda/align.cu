@@ -39,17 +39,34 @@ __device__ __forceinline__ void load_warp_run(const int32_t* topk_ids, int64_t n
   }
 }
 
-// table_sh[w][e] = pairs of local expert e in warp w's run. The lowest lane of each group of
-// equal experts in a step adds the group's size, so no atomics are needed. Caller syncs after.
-__device__ void count_per_warp(const int (&e)[kSteps], int num_local,
+// How far this block's pairs reach: the steps of this warp's run and the warps of the block that
+// hold any pair. Loops stop there: at decode (a few pairs) only the first step of the first warp
+// has work, and walking all 8 steps of 16 warps was most of the kernel.
+__device__ __forceinline__ int clamp_to(int64_t v, int hi) {
+  return v < 0 ? 0 : v > hi ? hi : static_cast<int>(v);
+}
+__device__ __forceinline__ int steps_with_pairs(int64_t num_pairs) {
+  const int64_t first = int64_t(blockIdx.x) * kPairsPerBlock + (threadIdx.x / 32) * kPairsPerWarp;
+  return clamp_to((num_pairs - first + 31) / 32, kSteps);
+}
+__device__ __forceinline__ int warps_with_pairs(int64_t num_pairs) {
+  const int64_t first = int64_t(blockIdx.x) * kPairsPerBlock;
+  return clamp_to((num_pairs - first + kPairsPerWarp - 1) / kPairsPerWarp, kWarps);
+}
+
+// table_sh[w][e] = pairs of local expert e in warp w's run (w < warps_with_pairs). The lowest lane
+// of each group of equal experts in a step adds the group's size, so no atomics are needed. Caller
+// syncs after.
+__device__ void count_per_warp(const int (&e)[kSteps], int64_t num_pairs, int num_local,
                                int (*table_sh)[kMaxAlignExperts]) {
-  for (int idx = threadIdx.x; idx < kWarps * num_local; idx += kThreads)
-    table_sh[idx / num_local][idx % num_local] = 0;
+  for (int idx = threadIdx.x; idx < warps_with_pairs(num_pairs) * num_local; idx += kThreads)
+    table_sh[idx / num_local][idx % num_local] = 0;  // only these rows are ever read
   __syncthreads();
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, steps = steps_with_pairs(num_pairs);
   const unsigned lanes_below = (1u << (threadIdx.x % 32)) - 1u;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
+    if (s == steps) break;  // uniform per warp
     const unsigned same = __match_any_sync(0xffffffffu, e[s]);
     if (e[s] >= 0 && (same & lanes_below) == 0) table_sh[warp][e[s]] += __popc(same);
     __syncwarp();  // the next step's leader of the same expert may be another lane
@@ -57,10 +74,12 @@ __device__ void count_per_warp(const int (&e)[kSteps], int num_local,
 }
 
 // Turns the counts of expert `e` (this thread's) into each warp's first row: first_row plus the
-// pairs of that expert in earlier warps. Caller syncs before and after.
-__device__ void warp_first_rows(int e, int first_row, int (*table_sh)[kMaxAlignExperts]) {
+// pairs of that expert in earlier warps (of the `warps` that hold pairs). Caller syncs before and
+// after.
+__device__ void warp_first_rows(int e, int first_row, int warps,
+                                int (*table_sh)[kMaxAlignExperts]) {
   int row = first_row;
-  for (int w = 0; w < kWarps; ++w) {
+  for (int w = 0; w < warps; ++w) {
     const int c = table_sh[w][e];
     table_sh[w][e] = row;
     row += c;
@@ -73,8 +92,10 @@ __device__ void place_pairs(const int (&e)[kSteps], int64_t num_pairs,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned lanes_below = (1u << lane) - 1u;
   const int64_t first = int64_t(blockIdx.x) * kPairsPerBlock + warp * kPairsPerWarp + lane;
+  const int steps = steps_with_pairs(num_pairs);
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
+    if (s == steps) break;  // uniform per warp; no pair of this lane lies further
     const int64_t i = first + s * 32;
     const unsigned same = __match_any_sync(0xffffffffu, e[s]);
     int row = -1;
@@ -154,14 +175,15 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
-  count_per_warp(e, num_local, table_sh);
+  count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
+  const int warps = warps_with_pairs(num_pairs);
   int count = 0;
   if (threadIdx.x < num_local)
-    for (int w = 0; w < kWarps; ++w) count += table_sh[w][threadIdx.x];
+    for (int w = 0; w < warps; ++w) count += table_sh[w][threadIdx.x];
   const int first_row = write_layout(count, num_local, tile_rows, static_cast<int32_t>(num_pairs),
                                      max_padded_rows, max_tiles, out);
-  if (threadIdx.x < num_local) warp_first_rows(threadIdx.x, first_row, table_sh);
+  if (threadIdx.x < num_local) warp_first_rows(threadIdx.x, first_row, warps, table_sh);
   __syncthreads();
   place_pairs(e, num_pairs, table_sh, out);
 }
@@ -176,11 +198,11 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
-  count_per_warp(e, num_local, table_sh);
+  count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
   if (threadIdx.x < num_local) {
     int count = 0;
-    for (int w = 0; w < kWarps; ++w) count += table_sh[w][threadIdx.x];
+    for (int w = 0; w < warps_with_pairs(num_pairs); ++w) count += table_sh[w][threadIdx.x];
     block_counts[int64_t(blockIdx.x) * num_local + threadIdx.x] = count;
   }
 }
@@ -220,13 +242,13 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
   load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
-  count_per_warp(e, num_local, table_sh);
+  count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
   if (threadIdx.x < num_local)
     warp_first_rows(threadIdx.x,
                     out.expert_offsets[threadIdx.x] +
                         block_first_rank[int64_t(blockIdx.x) * num_local + threadIdx.x],
-                    table_sh);
+                    warps_with_pairs(num_pairs), table_sh);
   __syncthreads();
   place_pairs(e, num_pairs, table_sh, out);
 }
