@@ -12,6 +12,18 @@ if(NOT QMOE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 80-real 90a-real)
     endif()
     enable_language(CUDA)
+    # The forward's kernels are launched as programmatic dependents on devices of compute
+    # capability 9.0+ (src/cuda/dependent_launch.cuh), which is safe only if the code running
+    # there was compiled for sm_90+, where their waits exist. Embedded PTX for an older
+    # architecture may be JIT-compiled on such a device without them, so a build that embeds any
+    # launches every kernel plainly.
+    foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      if(arch MATCHES "^([0-9]+)[a-z]?(-virtual)?$" AND CMAKE_MATCH_1 LESS 90)
+        add_compile_definitions(QMOE_NO_DEPENDENT_LAUNCH)
+        message(STATUS "qmoe: PTX for sm_${CMAKE_MATCH_1} embedded (${arch}): no dependent launch")
+        break()
+      endif()
+    endforeach()
     if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
       # CMake before 3.26 knows no C++20 flag for nvcc (which has one since CUDA 12).
       set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")

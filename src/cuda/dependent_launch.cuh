@@ -50,7 +50,11 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = current_device_launches_dependents() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  // Returned, not left pending: a later `<<<...>>>; cudaGetLastError()` launch elsewhere would
+  // report it as its own.
+  if (status != cudaSuccess) cudaGetLastError();
+  return status;
 }
 
 }  // namespace qmoe::cuda

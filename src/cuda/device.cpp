@@ -34,6 +34,9 @@ CudaDeviceInfo current_cuda_device() {
 }
 
 bool current_device_launches_dependents() {
+#ifdef QMOE_NO_DEPENDENT_LAUNCH
+  return false;  // cmake/cuda.cmake: PTX without the waits may run on this device
+#else
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -41,6 +44,7 @@ bool current_device_launches_dependents() {
     return false;
   }
   return major >= 9;
+#endif
 }
 
 }  // namespace qmoe

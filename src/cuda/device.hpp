@@ -20,8 +20,9 @@ struct CudaDeviceInfo {
 // Properties of the current device. Throws qmoe::Error when there is none.
 CudaDeviceInfo current_cuda_device();
 
-// Whether the current device honours programmatic dependent launch (compute capability 9.0+;
-// cuda/dependent_launch.cuh). Cheap enough to ask at every launch.
+// Whether launches on the current device may be programmatic dependents
+// (cuda/dependent_launch.cuh): compute capability 9.0+, in a build that embeds no PTX for older
+// architectures (cmake/cuda.cmake). Cheap enough to ask at every launch.
 bool current_device_launches_dependents();
 
 }  // namespace qmoe

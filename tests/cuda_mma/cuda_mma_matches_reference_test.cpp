@@ -700,53 +700,54 @@ TEST_F(CudaMma, ConcurrentForwardsOnTwoStreams) {
   EXPECT_LT(error[1], bound_for(DType::bf16));
 }
 
-// Forwards of two different batches queued back to back on one stream, nothing synchronized in
+// Forwards of three different batches queued back to back on one stream, nothing synchronized in
 // between, share one workspace: each kernel may start before the previous one has completed
 // (cuda/dependent_launch.cuh), so a kernel that touched memory before waiting would read the other
 // batch's alignment or overwrite rows still being read. Every output must match its reference.
 TEST_F(CudaMma, BackToBackForwardsOnOneStreamShareTheWorkspace) {
-  // One token (8-row tiles, K split across warps) and 300 (64-row tiles): different alignments,
-  // plans and kernel instances.
-  const int64_t tokens[2] = {1, 300};
-  test::MoECase c[2] = {test::make_case({.E = 8,
-                                         .H = 256,
-                                         .I = 512,
-                                         .M = tokens[0],
-                                         .top_k = 2,
-                                         .scheme = scheme(4, 128),
-                                         .act_dtype = DType::bf16,
-                                         .seed = 31}),
-                        test::make_case({.E = 8,
-                                         .H = 256,
-                                         .I = 512,
-                                         .M = tokens[1],
-                                         .top_k = 2,
-                                         .scheme = scheme(4, 128),
-                                         .act_dtype = DType::bf16,
-                                         .seed = 31})};
+  // One token (8-row tiles, K split across warps), 300 (64-row tiles) and 2100 (4200 pairs: the
+  // three-kernel alignment): different alignments, plans and kernel instances. Same seed and
+  // shape, so the same weights.
+  constexpr int kBatches = 3;
+  const int64_t tokens[kBatches] = {1, 300, 2100};
+  std::vector<test::MoECase> c;
+  for (int64_t M : tokens)
+    c.push_back(test::make_case({.E = 8,
+                                 .H = 256,
+                                 .I = 512,
+                                 .M = M,
+                                 .top_k = 2,
+                                 .scheme = scheme(4, 128),
+                                 .act_dtype = DType::bf16,
+                                 .seed = 31}));
   const Backend* backend = find_backend("cuda-mma");
   ASSERT_NE(backend, nullptr);
   auto prepared = backend->prepare(*c[0].experts, c[0].config, kGpu);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  reserve_cuda_mma_tokens(*prepared, tokens[1], stream);
-  OnDevice hidden[2] = {OnDevice(c[0].hidden), OnDevice(c[1].hidden)};
-  OnDevice logits[2] = {OnDevice(c[0].router_logits), OnDevice(c[1].router_logits)};
-  constexpr int kForwards = 8;
-  std::vector<OnDevice> outs;
+  reserve_cuda_mma_tokens(*prepared, tokens[kBatches - 1], stream);
+  std::vector<OnDevice> hidden, logits, outs;
+  for (const test::MoECase& one : c) {
+    hidden.emplace_back(one.hidden);
+    logits.emplace_back(one.router_logits);
+  }
+  constexpr int kForwards = 9;
   for (int i = 0; i < kForwards; ++i)
-    outs.push_back(poisoned_output(DType::bf16, tokens[i % 2], 256));
+    outs.push_back(poisoned_output(DType::bf16, tokens[i % kBatches], 256));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (int i = 0; i < kForwards; ++i)
-    backend->forward(*prepared, c[i % 2].config, hidden[i % 2].view, logits[i % 2].view,
-                     outs[i].view, stream);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  for (int i = 0; i < kForwards; ++i)
-    EXPECT_LT(test::relative_error(download(outs[i], DType::bf16, tokens[i % 2], 256),
-                                   c[i % 2].reference),
-              bound_for(DType::bf16))
-        << "forward " << i;
+  for (int i = 0; i < kForwards; ++i) {
+    const int b = i % kBatches;
+    backend->forward(*prepared, c[b].config, hidden[b].view, logits[b].view, outs[i].view, stream);
+  }
+  const cudaError_t done = cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
+  ASSERT_EQ(done, cudaSuccess);
+  for (int i = 0; i < kForwards; ++i) {
+    const int b = i % kBatches;
+    EXPECT_LT(test::relative_error(download(outs[i], DType::bf16, tokens[b], 256), c[b].reference),
+              bound_for(DType::bf16))
+        << "forward " << i << " (" << tokens[b] << " tokens)";
+  }
 }
 
 TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {
