@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute profile of the cuda-mma expert GEMMs on a machine like the lent H200: builds
-# moe_bench, then per case (shape:M) profiles the first two expert GEMM launches (GEMM1, GEMM2)
-# with the full section set and writes their details page and per-instruction source counters;
+# moe_bench, then per case (shape:M) profiles the first two launches of KERNELS (by default the
+# expert GEMM: GEMM1, GEMM2) with the full section set and writes their details page and
+# per-instruction source counters;
 # then one forward's kernels with only their durations, to split its time. Clocks are left alone.
-# Usage: scripts/gpu-profile.sh OUTDIR [shape:M ...]
+# Usage: scripts/gpu-profile.sh OUTDIR [shape:M ...]   (env: KERNELS, a regex of the kernels to
+#   profile in full, default the expert GEMM; e.g. KERNELS=align_one_block for the alignment)
 #   default cases: mixtral-8x7b:1 deepseek-v3:1 qwen3-30b-a3b:1 deepseek-v3:128
 # OUTDIR gets: build.log, <case>.details.txt, <case>.source.csv, forward.txt, sass.txt.gz
 set -uo pipefail
@@ -25,19 +27,19 @@ cuobjdump -sass "$build/moe_bench" | gzip >"$out/sass.txt.gz"
 
 for c in "${cases[@]}"; do
   shape=${c%%:*} m=${c##*:} name=${c//:/-m}
-  "$ncu" --clock-control none --set full -k regex:expert_gemm --launch-count 2 \
+  "$ncu" --clock-control none --set full -k regex:"${KERNELS:-expert_gemm}" --launch-count 2 \
     -o "$out/$name" -f "${bench[@]}" --shapes "$shape" --m "$m" >"$out/$name.log" 2>&1
   "$ncu" --import "$out/$name.ncu-rep" --page details >"$out/$name.details.txt" 2>&1
   "$ncu" --import "$out/$name.ncu-rep" --page source --print-source sass --csv \
     >"$out/$name.source.csv" 2>&1
   rm -f "$out/$name.ncu-rep"
-  grep -E "expert_gemm|Duration|DRAM Throughput|Memory Throughput|Registers|Achieved Occ|Issued Ipc|No Eligible" \
+  grep -E "${KERNELS:-expert_gemm}|Duration|DRAM Throughput|Memory Throughput|Registers|Achieved Occ|Issued Ipc|No Eligible" \
     "$out/$name.details.txt" | head -40
 done
 
 # One forward's kernels (after warm-up) with durations only: where the time of a forward goes.
 first=${cases[0]}
 "$ncu" --clock-control none --section SpeedOfLight --launch-skip 8 --launch-count 8 \
-  -k regex:'expert_gemm|activation_kernel|combine_kernel' \
+  -k regex:'align|expert_gemm|activation_kernel|combine_kernel' \
   "${bench[@]}" --shapes "${first%%:*}" --m "${first##*:}" >"$out/forward.txt" 2>&1
 grep -E "^  [a-z_:<>A-Z0-9]+.*\(|Duration" "$out/forward.txt" | head -40
