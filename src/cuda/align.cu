@@ -41,7 +41,8 @@ __device__ __forceinline__ void load_warp_run(const int32_t* topk_ids, int64_t n
 
 // How far this block's pairs reach: the steps of this warp's run and the warps of the block that
 // hold any pair. Loops stop there: at decode (a few pairs) only the first step of the first warp
-// has work, and walking all 8 steps of 16 warps was most of the kernel.
+// has work, and walking all 8 steps of all 16 warps cost 0.5-0.9 us of the kernel's 3-5
+// (bench/NOTES.md, session 10 run 5).
 __device__ __forceinline__ int clamp_to(int64_t v, int hi) {
   return v < 0 ? 0 : v > hi ? hi : static_cast<int>(v);
 }
