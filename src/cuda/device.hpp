@@ -22,7 +22,8 @@ CudaDeviceInfo current_cuda_device();
 
 // Whether launches on the current device may be programmatic dependents
 // (cuda/dependent_launch.cuh): compute capability 9.0+, in a build that embeds no PTX for older
-// architectures (cmake/cuda.cmake). Cheap enough to ask at every launch.
+// architectures (cmake/cuda.cmake). Asked at every launch: two runtime queries (the device, one
+// attribute of it), not the full property struct current_cuda_device() reads.
 bool current_device_launches_dependents();
 
 }  // namespace qmoe
