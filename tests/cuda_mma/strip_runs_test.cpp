@@ -152,6 +152,8 @@ TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   EXPECT_EQ(w13.strip_run, 2);
   EXPECT_EQ(w13.tail_parts, kMaxTailParts);  // shared tiles split their last round
   EXPECT_EQ(w2.strip_run, 2);
+  // GEMM2's ~128 items take every resident CTA, so the kernel can split them in two.
+  EXPECT_EQ(w2.grid, resident_ctas(DType::bf16, 4, 48, true, 2));
   EXPECT_FALSE(narrow.share_activations);
   EXPECT_EQ(narrow.strip_run, 1);
   EXPECT_EQ(w13_int8.strip_run, 1);

@@ -191,10 +191,15 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   const int resident = plan.strip_run > 1       ? resident_run
                        : plan.share_activations ? resident_shared
                                                 : resident_unshared;
-  plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(max_tiles * n_tiles, resident)));
   // The last round split along K where the tiles share their activations (the only rows where
   // the split was measured to pay: Mixtral M = 128 -8%, bench/NOTES.md session 9 run 5).
   plan.tail_parts = plan.share_activations ? kMaxTailParts : 1;
+  // CTAs for the split's units, not only for the items: a round of fewer items than resident
+  // CTAs is split only where the grid holds two CTAs per item (tail_split.cuh). Capped at the
+  // items, Mixtral-8x7B's GEMM2 at 128 tokens ran its 128 pair items unsplit on 128 of 264
+  // CTAs, one per SM (bench/NOTES.md, session 11 run 2).
+  const int64_t units = max_tiles * n_tiles * plan.tail_parts;
+  plan.grid = int(std::max<int64_t>(1, std::min<int64_t>(units, resident)));
   return plan;
 }
 
