@@ -166,7 +166,7 @@ __device__ int write_layout(int count, int num_local, int tile_rows, int32_t sen
   return begin;
 }
 
-// At most kPairsPerBlock pairs (decode): count, layout and placement in one launch.
+// kWarpPairs + 1 to kPairsPerBlock pairs: count, layout and placement in one launch.
 __global__ void __launch_bounds__(kThreads)
     align_one_block_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                            const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
@@ -187,6 +187,81 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x < num_local) warp_first_rows(threadIdx.x, first_row, warps, table_sh);
   __syncthreads();
   place_pairs(e, num_pairs, table_sh, out);
+}
+
+// At most one warp's worth of pairs (decode): one warp, one pair per lane, no barrier. The block
+// kernel above took 3-5 us for 2-8 pairs: 16 warps through five barriers, and 608 instructions
+// over 90 lines of code, fetched again every forward (bench/NOTES.md, session 11 run 2).
+constexpr int kWarpPairs = 32;
+__global__ void __launch_bounds__(kWarpPairs)
+    align_one_warp_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
+                          const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
+                          int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
+  cuda::wait_for_prior_grids();
+  cuda::release_dependent_grids();
+  const int lane = threadIdx.x;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  const auto sentinel = static_cast<int32_t>(num_pairs);
+  const int e =
+      lane < num_pairs ? local_expert(topk_ids, lane, num_experts, expert_map, num_local) : -1;
+  const unsigned same = __match_any_sync(0xffffffffu, e);
+  // The lowest lane of each expert present leads it: its count, its padded rows.
+  const bool leader = e >= 0 && (same & lanes_below) == 0;
+  const int count = __popc(same);
+  const int padded = leader ? (count + tile_rows - 1) / tile_rows * tile_rows : 0;
+  const unsigned leaders = __ballot_sync(0xffffffffu, leader);
+  // Experts run in increasing id: this lane's expert starts after the padded rows of every
+  // smaller expert present, and leads as the rank-th of them.
+  int rank = 0, begin = 0;
+  #pragma unroll 1
+  for (unsigned rest = leaders; rest != 0; rest &= rest - 1) {
+    const int j = __ffs(rest) - 1;
+    const int ej = __shfl_sync(0xffffffffu, e, j), pj = __shfl_sync(0xffffffffu, padded, j);
+    if (ej < e) ++rank, begin += pj;
+  }
+  const int total = __reduce_add_sync(0xffffffffu, padded);
+  const int active = __popc(leaders);
+  // The experts present in increasing id, with their pair counts and end rows.
+  __shared__ int expert_sh[kWarpPairs], count_sh[kWarpPairs], end_sh[kWarpPairs];
+  if (leader) expert_sh[rank] = e, count_sh[rank] = count, end_sh[rank] = begin + padded;
+  __syncwarp();
+
+  if (e >= 0) {
+    const int row = begin + __popc(same & lanes_below);
+    out.sorted_pair_ids[row] = lane;
+    if (out.pair_rows) out.pair_rows[lane] = row;
+  } else if (lane < num_pairs && out.pair_rows) {
+    out.pair_rows[lane] = -1;
+  }
+  if (leader) {
+    #pragma unroll 1
+    for (int t = begin / tile_rows; t < (begin + padded) / tile_rows; ++t) out.tile_experts[t] = e;
+    #pragma unroll 1
+    for (int r = begin + count; r < begin + padded; ++r) out.sorted_pair_ids[r] = sentinel;
+  }
+  #pragma unroll 1
+  for (int x = lane; x < num_local; x += kWarpPairs) {
+    int first = 0, n = 0;
+    #pragma unroll 1
+    for (int r = 0; r < active; ++r) {
+      if (expert_sh[r] < x) first = end_sh[r];
+      if (expert_sh[r] == x) n = count_sh[r];
+    }
+    out.expert_offsets[x] = first;
+    if (out.expert_counts) out.expert_counts[x] = n;
+    if (out.active_experts) out.active_experts[x] = x < active ? expert_sh[x] : -1;
+  }
+  if (lane == 0) {
+    out.expert_offsets[num_local] = total;
+    *out.padded_total = total;
+    if (out.num_active) *out.num_active = active;
+  }
+  #pragma unroll 1
+  for (int64_t t = total / tile_rows + lane; t < max_tiles; t += kWarpPairs)
+    out.tile_experts[t] = -1;
+  #pragma unroll 1
+  for (int64_t r = total + lane; r < max_padded_rows; r += kWarpPairs)
+    out.sorted_pair_ids[r] = sentinel;
 }
 
 // Many blocks, step 1: per-block counts -> block_counts[block][E_local].
@@ -277,6 +352,10 @@ cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int
 
   const int64_t max_tiles = max_padded_rows / tile_rows;
   const auto sentinel = static_cast<int32_t>(num_pairs);
+  if (num_pairs <= kWarpPairs)
+    return cuda::launch_dependent(align_one_warp_kernel, 1, kWarpPairs, 0, stream, topk_ids,
+                                  num_pairs, ids_range, expert_map, num_local, tile_rows,
+                                  max_padded_rows, max_tiles, out);
   if (blocks <= 1)
     return cuda::launch_dependent(align_one_block_kernel, 1, kThreads, 0, stream, topk_ids,
                                   num_pairs, ids_range, expert_map, num_local, tile_rows,

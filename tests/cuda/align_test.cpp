@@ -130,6 +130,24 @@ TEST(CudaAlign, UniformRoutingAcrossShapes) {
       }
 }
 
+// 0 to 33 pairs, where one warp takes up to 32 (a lane per pair) and the block kernel the rest:
+// random ids with repeats, ids outside the range, every tile height the GEMM's decode uses and
+// tiles taller than the batch, with and without an expert map.
+TEST(CudaAlign, EveryPairCountAroundOneWarp) {
+  QMOE_REQUIRE_GPU();
+  std::mt19937_64 rng(15);
+  for (int64_t pairs = 0; pairs <= 33; ++pairs)
+    for (int64_t E : {8, 256, 512}) {
+      std::uniform_int_distribution<int32_t> pick(-1, static_cast<int32_t>(E));
+      std::vector<int32_t> ids(pairs);
+      for (auto& id : ids) id = pick(rng);
+      for (int tile : {1, 8, 48}) expect_same(ids, E, {}, E, tile);
+      std::vector<int32_t> even_here(E, -1);
+      for (int64_t e = 0; e < E; e += 2) even_here[e] = static_cast<int32_t>(e / 2);
+      expect_same(ids, E, even_here, E / 2, 16);
+    }
+}
+
 TEST(CudaAlign, TileHeights) {
   QMOE_REQUIRE_GPU();
   std::mt19937_64 rng(12);
