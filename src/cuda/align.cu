@@ -209,21 +209,44 @@ __global__ void __launch_bounds__(kWarpPairs)
   const bool leader = e >= 0 && (same & lanes_below) == 0;
   const int count = __popc(same);
   const int padded = leader ? (count + tile_rows - 1) / tile_rows * tile_rows : 0;
-  const unsigned leaders = __ballot_sync(0xffffffffu, leader);
-  // Experts run in increasing id: this lane's expert starts after the padded rows of every
-  // smaller expert present, and leads as the rank-th of them.
-  int rank = 0, begin = 0;
-  #pragma unroll 1
-  for (unsigned rest = leaders; rest != 0; rest &= rest - 1) {
-    const int j = __ffs(rest) - 1;
-    const int ej = __shfl_sync(0xffffffffu, e, j), pj = __shfl_sync(0xffffffffu, padded, j);
-    if (ej < e) ++rank, begin += pj;
+  // Every local expert's padded rows and presence (rows in the high bits, as write_layout does),
+  // scanned in order: lane l owns experts [l x per_lane, (l + 1) x per_lane).
+  __shared__ long long both_sh[kMaxAlignExperts];
+  __shared__ int count_sh[kMaxAlignExperts], expert_sh[kWarpPairs];
+  const int per_lane = (num_local + kWarpPairs - 1) / kWarpPairs;
+  const int x0 = min(lane * per_lane, num_local), x1 = min(x0 + per_lane, num_local);
+#pragma unroll 1
+  for (int x = x0; x < x1; ++x) both_sh[x] = 0, count_sh[x] = 0;
+  __syncwarp();
+  if (leader) both_sh[e] = static_cast<long long>(padded) << 10 | 1, count_sh[e] = count;
+  __syncwarp();
+  long long mine = 0;
+#pragma unroll 1
+  for (int x = x0; x < x1; ++x) mine += both_sh[x];
+  long long below = mine;  // inclusive scan of the lanes' sums, then exclusive
+#pragma unroll
+  for (int offset = 1; offset < kWarpPairs; offset <<= 1) {
+    const long long v = __shfl_up_sync(0xffffffffu, below, offset);
+    if (lane >= offset) below += v;
   }
-  const int total = __reduce_add_sync(0xffffffffu, padded);
-  const int active = __popc(leaders);
-  // The experts present in increasing id, with their pair counts and end rows.
-  __shared__ int expert_sh[kWarpPairs], count_sh[kWarpPairs], end_sh[kWarpPairs];
-  if (leader) expert_sh[rank] = e, count_sh[rank] = count, end_sh[rank] = begin + padded;
+  const long long both_total = __shfl_sync(0xffffffffu, below, kWarpPairs - 1);
+  below -= mine;
+#pragma unroll 1
+  for (int x = x0; x < x1; ++x) {
+    const long long v = both_sh[x];
+    both_sh[x] = below;
+    out.expert_offsets[x] = static_cast<int32_t>(below >> 10);
+    if (out.expert_counts) out.expert_counts[x] = count_sh[x];
+    below += v;
+  }
+  const int total = static_cast<int>(both_total >> 10),
+            active = static_cast<int>(both_total & 1023);
+  __syncwarp();
+  // This lane's expert starts after the padded rows of every smaller one and leads as the
+  // (experts present before it)-th.
+  const long long before = e >= 0 ? both_sh[e] : 0;
+  const int begin = static_cast<int>(before >> 10);
+  if (leader) expert_sh[before & 1023] = e;
   __syncwarp();
 
   if (e >= 0) {
@@ -234,32 +257,25 @@ __global__ void __launch_bounds__(kWarpPairs)
     out.pair_rows[lane] = -1;
   }
   if (leader) {
-    #pragma unroll 1
+#pragma unroll 1
     for (int t = begin / tile_rows; t < (begin + padded) / tile_rows; ++t) out.tile_experts[t] = e;
-    #pragma unroll 1
+#pragma unroll 1
     for (int r = begin + count; r < begin + padded; ++r) out.sorted_pair_ids[r] = sentinel;
   }
-  #pragma unroll 1
-  for (int x = lane; x < num_local; x += kWarpPairs) {
-    int first = 0, n = 0;
-    #pragma unroll 1
-    for (int r = 0; r < active; ++r) {
-      if (expert_sh[r] < x) first = end_sh[r];
-      if (expert_sh[r] == x) n = count_sh[r];
-    }
-    out.expert_offsets[x] = first;
-    if (out.expert_counts) out.expert_counts[x] = n;
-    if (out.active_experts) out.active_experts[x] = x < active ? expert_sh[x] : -1;
+  if (out.active_experts) {
+#pragma unroll 1
+    for (int x = lane; x < num_local; x += kWarpPairs)
+      out.active_experts[x] = x < active ? expert_sh[x] : -1;
   }
   if (lane == 0) {
     out.expert_offsets[num_local] = total;
     *out.padded_total = total;
     if (out.num_active) *out.num_active = active;
   }
-  #pragma unroll 1
+#pragma unroll 1
   for (int64_t t = total / tile_rows + lane; t < max_tiles; t += kWarpPairs)
     out.tile_experts[t] = -1;
-  #pragma unroll 1
+#pragma unroll 1
   for (int64_t r = total + lane; r < max_padded_rows; r += kWarpPairs)
     out.sorted_pair_ids[r] = sentinel;
 }
