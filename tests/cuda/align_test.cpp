@@ -51,8 +51,11 @@ Layout expected_layout(const std::vector<int32_t>& ids, int64_t E, const std::ve
   return l;
 }
 
+// optional_outputs false: only what cuda-mma asks for (the required outputs and pair_rows); the
+// others stay nullptr and must not be written.
 Layout gpu_layout(const std::vector<int32_t>& ids, int64_t E, const std::vector<int32_t>& map,
-                  int64_t E_local, int tile, const AlignSizes& sizes) {
+                  int64_t E_local, int tile, const AlignSizes& sizes,
+                  bool optional_outputs = true) {
   const int64_t pairs = static_cast<int64_t>(ids.size());
   DeviceBuffer ids_d = to_device(ids), map_d = to_device(map);
   // 0x7b bytes: a value no output can legitimately hold, so unwritten elements show.
@@ -65,6 +68,7 @@ Layout gpu_layout(const std::vector<int32_t>& ids, int64_t E, const std::vector<
   AlignOutputs out{sorted.as<int32_t>(),     tiles.as<int32_t>(),    offsets.as<int32_t>(),
                    total.as<int32_t>(),      counts.as<int32_t>(),   active.as<int32_t>(),
                    num_active.as<int32_t>(), pair_rows.as<int32_t>()};
+  if (!optional_outputs) out.expert_counts = out.active_experts = out.num_active = nullptr;
   QMOE_CUDA_CHECK(align_by_expert_cuda(ids_d.as<int32_t>(), pairs, E,
                                        map.empty() ? nullptr : map_d.as<int32_t>(), E_local, tile,
                                        workspace.data(), sizes.workspace_bytes, out, nullptr));
@@ -80,13 +84,21 @@ Layout gpu_layout(const std::vector<int32_t>& ids, int64_t E, const std::vector<
   return l;
 }
 
+// optional_outputs false: the optional outputs' buffers must keep their poison.
 void expect_same(const std::vector<int32_t>& ids, int64_t E, const std::vector<int32_t>& map,
-                 int64_t E_local, int tile) {
+                 int64_t E_local, int tile, bool optional_outputs = true) {
   SCOPED_TRACE(::testing::Message()
-               << "pairs " << ids.size() << " E " << E << " local " << E_local << " tile " << tile);
+               << "pairs " << ids.size() << " E " << E << " local " << E_local << " tile " << tile
+               << " optional outputs " << optional_outputs);
   const AlignSizes sizes = align_sizes(static_cast<int64_t>(ids.size()), E_local, tile);
-  const Layout want = expected_layout(ids, E, map, E_local, tile, sizes);
-  const Layout got = gpu_layout(ids, E, map, E_local, tile, sizes);
+  Layout want = expected_layout(ids, E, map, E_local, tile, sizes);
+  const Layout got = gpu_layout(ids, E, map, E_local, tile, sizes, optional_outputs);
+  if (!optional_outputs) {
+    constexpr int32_t kPoison = 0x7b7b7b7b;
+    want.num_active = kPoison;
+    want.expert_counts.assign(E_local, kPoison);
+    want.active_experts.assign(E_local, kPoison);
+  }
   EXPECT_EQ(got.padded_total, want.padded_total);
   EXPECT_EQ(got.num_active, want.num_active);
   EXPECT_EQ(got.expert_offsets, want.expert_offsets);
@@ -132,19 +144,21 @@ TEST(CudaAlign, UniformRoutingAcrossShapes) {
 
 // 0 to 33 pairs, where one warp takes up to 32 (a lane per pair) and the block kernel the rest:
 // random ids with repeats, ids outside the range, every tile height the GEMM's decode uses and
-// tiles taller than the batch, with and without an expert map.
+// tiles taller than the batch, with and without an expert map, local expert counts that do not
+// divide among the warp's lanes, and only the outputs cuda-mma asks for.
 TEST(CudaAlign, EveryPairCountAroundOneWarp) {
   QMOE_REQUIRE_GPU();
   std::mt19937_64 rng(15);
   for (int64_t pairs = 0; pairs <= 33; ++pairs)
-    for (int64_t E : {8, 256, 512}) {
+    for (int64_t E : {1, 8, 33, 256, 497, 512}) {
       std::uniform_int_distribution<int32_t> pick(-1, static_cast<int32_t>(E));
       std::vector<int32_t> ids(pairs);
       for (auto& id : ids) id = pick(rng);
       for (int tile : {1, 8, 48}) expect_same(ids, E, {}, E, tile);
+      expect_same(ids, E, {}, E, 8, false);
       std::vector<int32_t> even_here(E, -1);
       for (int64_t e = 0; e < E; e += 2) even_here[e] = static_cast<int32_t>(e / 2);
-      expect_same(ids, E, even_here, E / 2, 16);
+      expect_same(ids, E, even_here, (E + 1) / 2, 16);
     }
 }
 
