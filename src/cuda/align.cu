@@ -125,6 +125,35 @@ __device__ long long block_inclusive_scan(long long v) {
   return v;
 }
 
+// Expert e's run of `padded` rows from `begin`: its tiles, and the sentinel in the rows past its
+// `count` pairs.
+__device__ void write_expert_run(int e, int begin, int count, int padded, int tile_rows,
+                                 int32_t sentinel, const AlignOutputs& out) {
+#pragma unroll 1
+  for (int t = begin / tile_rows; t < (begin + padded) / tile_rows; ++t) out.tile_experts[t] = e;
+#pragma unroll 1
+  for (int r = begin + count; r < begin + padded; ++r) out.sorted_pair_ids[r] = sentinel;
+}
+
+// The totals (by thread 0) and everything past the padded total (thread `thread` of `threads`):
+// no tile there, sentinel rows.
+__device__ void write_totals_and_past_end(int padded_total, int active, int num_local,
+                                          int tile_rows, int32_t sentinel, int64_t max_padded_rows,
+                                          int64_t max_tiles, int thread, int threads,
+                                          const AlignOutputs& out) {
+  if (thread == 0) {
+    out.expert_offsets[num_local] = padded_total;
+    *out.padded_total = padded_total;
+    if (out.num_active) *out.num_active = active;
+  }
+#pragma unroll 1
+  for (int64_t t = padded_total / tile_rows + thread; t < max_tiles; t += threads)
+    out.tile_experts[t] = -1;
+#pragma unroll 1
+  for (int64_t r = padded_total + thread; r < max_padded_rows; r += threads)
+    out.sorted_pair_ids[r] = sentinel;
+}
+
 // One block, thread e = local expert e with `count` pairs: lays out the padded expert runs and
 // writes everything that does not depend on individual pairs. Returns expert e's first row.
 __device__ int write_layout(int count, int num_local, int tile_rows, int32_t sentinel,
@@ -147,22 +176,14 @@ __device__ int write_layout(int count, int num_local, int tile_rows, int32_t sen
   if (e < num_local) {
     out.expert_offsets[e] = begin;
     if (out.expert_counts) out.expert_counts[e] = count;
-    for (int t = begin / tile_rows; t < end / tile_rows; ++t) out.tile_experts[t] = e;
-    for (int r = begin + count; r < end; ++r) out.sorted_pair_ids[r] = sentinel;
+    write_expert_run(e, begin, count, padded, tile_rows, sentinel, out);
     if (out.active_experts) {
       if (count > 0) out.active_experts[active_rank] = e;
       if (e >= active_sh) out.active_experts[e] = -1;
     }
   }
-  if (e == 0) {
-    out.expert_offsets[num_local] = padded_total;
-    *out.padded_total = padded_total;
-    if (out.num_active) *out.num_active = active_sh;
-  }
-  for (int64_t t = padded_total / tile_rows + e; t < max_tiles; t += kThreads)
-    out.tile_experts[t] = -1;
-  for (int64_t r = padded_total + e; r < max_padded_rows; r += kThreads)
-    out.sorted_pair_ids[r] = sentinel;
+  write_totals_and_past_end(padded_total, active_sh, num_local, tile_rows, sentinel,
+                            max_padded_rows, max_tiles, e, kThreads, out);
   return begin;
 }
 
@@ -256,28 +277,14 @@ __global__ void __launch_bounds__(kWarpPairs)
   } else if (lane < num_pairs && out.pair_rows) {
     out.pair_rows[lane] = -1;
   }
-  if (leader) {
-#pragma unroll 1
-    for (int t = begin / tile_rows; t < (begin + padded) / tile_rows; ++t) out.tile_experts[t] = e;
-#pragma unroll 1
-    for (int r = begin + count; r < begin + padded; ++r) out.sorted_pair_ids[r] = sentinel;
-  }
+  if (leader) write_expert_run(e, begin, count, padded, tile_rows, sentinel, out);
   if (out.active_experts) {
 #pragma unroll 1
     for (int x = lane; x < num_local; x += kWarpPairs)
       out.active_experts[x] = x < active ? expert_sh[x] : -1;
   }
-  if (lane == 0) {
-    out.expert_offsets[num_local] = total;
-    *out.padded_total = total;
-    if (out.num_active) *out.num_active = active;
-  }
-#pragma unroll 1
-  for (int64_t t = total / tile_rows + lane; t < max_tiles; t += kWarpPairs)
-    out.tile_experts[t] = -1;
-#pragma unroll 1
-  for (int64_t r = total + lane; r < max_padded_rows; r += kWarpPairs)
-    out.sorted_pair_ids[r] = sentinel;
+  write_totals_and_past_end(total, active, num_local, tile_rows, sentinel, max_padded_rows,
+                            max_tiles, lane, kWarpPairs, out);
 }
 
 // Many blocks, step 1: per-block counts -> block_counts[block][E_local].
@@ -368,14 +375,13 @@ cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int
 
   const int64_t max_tiles = max_padded_rows / tile_rows;
   const auto sentinel = static_cast<int32_t>(num_pairs);
-  if (num_pairs <= kWarpPairs)
-    return cuda::launch_dependent(align_one_warp_kernel, 1, kWarpPairs, 0, stream, topk_ids,
-                                  num_pairs, ids_range, expert_map, num_local, tile_rows,
-                                  max_padded_rows, max_tiles, out);
-  if (blocks <= 1)
-    return cuda::launch_dependent(align_one_block_kernel, 1, kThreads, 0, stream, topk_ids,
-                                  num_pairs, ids_range, expert_map, num_local, tile_rows,
-                                  max_padded_rows, max_tiles, out);
+  if (blocks <= 1) {
+    const bool one_warp = num_pairs <= kWarpPairs;
+    return cuda::launch_dependent(one_warp ? align_one_warp_kernel : align_one_block_kernel, 1,
+                                  one_warp ? kWarpPairs : kThreads, 0, stream, topk_ids, num_pairs,
+                                  ids_range, expert_map, num_local, tile_rows, max_padded_rows,
+                                  max_tiles, out);
+  }
   if (const cudaError_t err =
           cuda::launch_dependent(count_kernel, blocks, kThreads, 0, stream, topk_ids, num_pairs,
                                  ids_range, expert_map, num_local, block_counts);
