@@ -71,23 +71,11 @@ template <class T>
 cudaError_t dispatch(Activation a, const ActivationParams& p, const void* in, int64_t in_stride,
                      void* out, int64_t out_stride, int64_t rows, int64_t I,
                      const int32_t* rows_limit, cudaStream_t stream) {
-  switch (a) {
-#define QMOE_ACTIVATION_CASE(name)                                                             \
-  case Activation::name:                                                                       \
-    return launch<T, Activation::name>(p, in, in_stride, out, out_stride, rows, I, rows_limit, \
-                                       stream);
-    QMOE_ACTIVATION_CASE(silu)
-    QMOE_ACTIVATION_CASE(gelu)
-    QMOE_ACTIVATION_CASE(gelu_tanh)
-    QMOE_ACTIVATION_CASE(swigluoai)
-    QMOE_ACTIVATION_CASE(swigluoai_uninterleave)
-    QMOE_ACTIVATION_CASE(silu_no_mul)
-    QMOE_ACTIVATION_CASE(gelu_no_mul)
-    QMOE_ACTIVATION_CASE(gelu_tanh_no_mul)
-    QMOE_ACTIVATION_CASE(relu2_no_mul)
-#undef QMOE_ACTIVATION_CASE
-  }
-  return cudaErrorInvalidValue;
+  cudaError_t status = cudaErrorInvalidValue;
+  with_activation(a, [&]<Activation A>() {
+    status = launch<T, A>(p, in, in_stride, out, out_stride, rows, I, rows_limit, stream);
+  });
+  return status;
 }
 
 }  // namespace

@@ -20,11 +20,11 @@
 #include <algorithm>
 #include <iterator>
 
+#include "backend/cuda_mma/epilogue.cuh"
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
 #include "backend/cuda_mma/tail_split.cuh"
-#include "cuda/activation_math.cuh"
 #include "cuda/dependent_launch.cuh"
 
 namespace qmoe::cuda_mma {
@@ -238,49 +238,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       // the K-split sums is skipped.
       if (e < 0 || strip >= w.strips) continue;
       // The run's strips (one without runs), strip j's sums in acc_run[j].
-      const int run_strips = kRun == 2 ? 1 + second_strip : 1;
-      // One (strip, fragment, token) at a time, not unrolled: the body (activation included)
-      // appears once in the code, and the values are picked from acc_run by constant indices
-      // (selects), so the sums stay in registers.
-#pragma unroll 1
-      for (int sq = 0; sq < run_strips * 2 * kFrags; ++sq) {
-        const int j = sq / (2 * kFrags), q = sq % (2 * kFrags);
-        const int64_t n0 = (strip + j) * kStripRows;
-        const int r = tile * BM + 8 * (q / 2) + 2 * t + q % 2;
-        const int32_t pair = p.sorted_pair_ids[r];
-        if (pair >= p.num_pairs) continue;
-        // Rows g and g + 8 of the strip (a gate row and its up row under gated fusion).
-        float v[2] = {0.f, 0.f};
-#pragma unroll
-        for (int ri = 0; ri < kRun; ++ri)
-#pragma unroll
-          for (int f = 0; f < kFrags; ++f)
-#pragma unroll
-            for (int jj = 0; jj < 2; ++jj)
-              if (j == ri && q == 2 * f + jj)
-                v[0] = acc_run[ri][f][jj], v[1] = acc_run[ri][f][2 + jj];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (p.topk_weights) v[h] *= p.topk_weights[pair];
-          // Rows past N (a partial last strip) have no bias: bias is [E][N].
-          if (w.bias && n0 + g + 8 * h < w.N) v[h] += w.bias[int64_t(e) * w.N + n0 + g + 8 * h];
-        }
-        T* row_out = out + int64_t(r) * p.out_stride;
-        if (p.fuse_activation && gated_kind(p.activation)) {
-          const int64_t o = (strip + j) * 8 + g;
-          if (o < p.act_cols)
-            row_out[o] =
-                MmaType<T>::from_float(apply_gated(p.activation, v[0], v[1], p.activation_params));
-          continue;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t n = n0 + g + 8 * h;
-          if (n < w.N)
-            row_out[n] =
-                MmaType<T>::from_float(p.fuse_activation ? apply_single(p.activation, v[h]) : v[h]);
-        }
-      }
+      store_own_sums<T>(p, e, strip, kRun == 2 ? 1 + second_strip : 1, tile * BM, lane, acc_run);
       continue;
     }
     __syncthreads();  // every warp's K loop is done: its ring may now hold red_sh
