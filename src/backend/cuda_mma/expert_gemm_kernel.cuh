@@ -33,24 +33,36 @@ inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kRedStride = 20;  // floats per token row of the reduction buffer: 16 + 4
                                        // keeps the 4 lanes of a quad on different banks
 
-// The staged loop for the flush period this layer's groups allow (see staged_k_loop).
+// The staged loop for the flush period this layer's groups allow (see staged_k_loop). Where two
+// strips go side by side at every flush period of a span (groups of 64 and more), a tile whose
+// last one or two fragments hold no token row (live: the fragments up to its last row; an
+// expert's last tile) takes a loop compiled for fewer fragments: at 48-row tiles for 32 +- 5
+// rows per expert (Mixtral-8x7B at 128 tokens) a quarter of the mma and activation reads were
+// on padding rows.
 template <class T, int BITS, int BM, bool kShared, int kRun>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
                                                 const T* const (&rows)[BM / 8], uint32_t code_ring,
-                                                uint32_t act_ring, int rank,
+                                                uint32_t act_ring, int rank, int live,
                                                 float (&acc)[kRun][BM / 8][4]) {
   constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
+  constexpr int kFrags = BM / 8;
   const int spans_per_group = int(w.spans_per_group);
-  if (spans_per_group % kSpans == 0)
-    staged_k_loop<T, BITS, BM, kSpans, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows,
-                                                      code_ring, act_ring, rank, acc);
-  else if (kSpans % 2 == 0 && spans_per_group % 2 == 0)
-    staged_k_loop<T, BITS, BM, 2, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                                 act_ring, rank, acc);
-  else
-    staged_k_loop<T, BITS, BM, 1, kShared, kRun>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                                 act_ring, rank, acc);
+  auto loop = [&]<int kFlushSpans, int kLiveFrags = kFrags>() {
+    staged_k_loop<T, BITS, BM, kFlushSpans, kShared, kRun, kLiveFrags>(
+        w, e, strip, c_begin, c_end, lane, rows, code_ring, act_ring, rank, acc);
+  };
+  if (spans_per_group % kSpans == 0) {
+    if constexpr (kRun > 1 && kShared && kFrags >= 4) {
+      if (live <= kFrags - 2) return loop.template operator()<kSpans, kFrags - 2>();
+      if (live == kFrags - 1) return loop.template operator()<kSpans, kFrags - 1>();
+    }
+    loop.template operator()<kSpans>();
+  } else if (kSpans % 2 == 0 && spans_per_group % 2 == 0) {
+    loop.template operator()<2>();
+  } else {
+    loop.template operator()<1>();
+  }
 }
 
 // share_activations: the plan's flag; tiles of kMayShare rows then get one activation ring per
@@ -163,6 +175,11 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       const int64_t src = p.a_rows_are_tokens ? pair / p.top_k : r;
       rows[f] = pair < p.num_pairs ? a_gl + src * p.a_stride : nullptr;
     }
+    // Fragments up to the last one that holds a row (staged_dispatch); the same for every warp.
+    int live = 0;
+#pragma unroll
+    for (int f = 0; f < kFrags; ++f)
+      if (__any_sync(~0u, rows[f] != nullptr)) live = f + 1;
 
     float acc_run[kRun][kFrags][4];
 #pragma unroll
@@ -192,11 +209,12 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     if constexpr (kRun > 1 && kMayShare<BM>) {
       if (e >= 0)
         staged_dispatch<T, BITS, BM, true, kRun>(w, e, min(strip, w.strips - 1), c_begin, c_end,
-                                                 lane, rows, code_ring, act_ring, warp, acc_run);
+                                                 lane, rows, code_ring, act_ring, warp, live,
+                                                 acc_run);
     } else if constexpr (kRun > 1) {
       if (e >= 0 && strip < w.strips)
         staged_dispatch<T, BITS, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
-                                                  act_ring, warp, acc_run);
+                                                  act_ring, warp, live, acc_run);
     } else if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if (staged_rows) {
@@ -204,10 +222,10 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
         if (shared_rings)
           staged_dispatch<T, BITS, BM, kMayShare<BM>, 1>(w, e, min(strip, w.strips - 1), c_begin,
                                                          c_end, lane, rows, code_ring, act_ring,
-                                                         warp, acc_run);
+                                                         warp, live, acc_run);
         else if (strip < w.strips)
           staged_dispatch<T, BITS, BM, false, 1>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                                 act_ring, warp, acc_run);
+                                                 act_ring, warp, live, acc_run);
       } else if (strip < w.strips)
         general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
                                     acc);

@@ -94,7 +94,8 @@ __device__ __forceinline__ GroupParams decode_group(RawGroup raw, bool bf16_scal
 // kScaled: the weights are multiplied by their group scales (scales[strip], splat: row g's
 // scale in both halves, then row g + 8's) and rounded to T before the mma; otherwise they enter
 // it as exact integers and the scale comes later (flush_group).
-template <class T, int BITS, int kFrags, int kStrips, bool kScaled>
+// Only the first kLive fragments are multiplied (the others hold no token row).
+template <class T, int BITS, int kFrags, int kStrips, bool kScaled, int kLive = kFrags>
 __device__ __forceinline__ void span_mma(const uint4 (&chunk)[kStrips], int s,
                                          const ZeroOffsets (&zeros)[kStrips],
                                          const uint2 (&scales)[kStrips],
@@ -115,7 +116,7 @@ __device__ __forceinline__ void span_mma(const uint4 (&chunk)[kStrips], int s,
       }
     }
 #pragma unroll
-    for (int f = 0; f < kFrags; ++f)
+    for (int f = 0; f < kLive; ++f)
 #pragma unroll
       for (int j = 0; j < kStrips; ++j)
         MmaType<T>::mma(acc[j][f], a[j], b[f][2 * jj], b[f][2 * jj + 1]);

@@ -30,7 +30,8 @@ inline constexpr int kSliceBarrier = 1;
 // once per span. code_ring and act_ring: this warp's code ring and the activation ring it reads
 // (CtaRings). kShared: the slice is all kWarps warps of the CTA (plan_gemm shares only when
 // warps_k is 1), act_ring is the CTA's, and every warp (rank = its index) must call this with
-// the same range (barriers).
+// the same range (barriers). kLiveFrags: the fragments multiplied (staged_dispatch); the
+// others hold no token row, and their sums stay as they are.
 //
 // kRun 2 (unshared, one K slice; runs_strips: whole iterations per strip, so c_begin is 0 and
 // the strip's end is an iteration's end and a group's): the range is one or two consecutive
@@ -45,7 +46,8 @@ inline constexpr int kSliceBarrier = 1;
 // activation fragment read from the ring feeds both strips' weights. The two strips' sums need
 // the registers that per-group partial sums took, so here the scales are folded into the
 // weights (rounded to T, as every fused WNA16 kernel does) instead of applied per group in fp32.
-template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun>
+template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun,
+          int kLiveFrags = BM / 8>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
                                               const T* const (&rows)[BM / 8], uint32_t code_ring,
@@ -193,7 +195,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 #pragma unroll
     for (int i = 0; i < kSpansPerIter; ++i)
 #pragma unroll
-      for (int f = 0; f < kFrags; ++f) {
+      for (int f = 0; f < kLiveFrags; ++f) {
         const uint4 v = load_shared16(act_out + (i * kFrags + f) * Ring::kSlotBytes);
         b[i][f][0] = v.x, b[i][f][1] = v.y, b[i][f][2] = v.z, b[i][f][3] = v.w;
       }
@@ -206,8 +208,8 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 #pragma unroll
       for (int j = 0; j < kCodeStrips; ++j) zeros[j] = cur[j].zeros;
       if constexpr (kTogether)
-        span_mma<T, BITS, kFrags, 2, true>(now[i / kSpansPerChunk], i % kSpansPerChunk, zeros,
-                                           folded, b[i], acc_run);
+        span_mma<T, BITS, kFrags, 2, true, kLiveFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk,
+                                                       zeros, folded, b[i], acc_run);
       else
         span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk][0], i % kSpansPerChunk, zeros[0], b[i],
                                   part);
