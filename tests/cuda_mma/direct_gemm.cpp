@@ -20,7 +20,9 @@ constexpr int kTopK = 2;  // pairs per token when the rows are tokens
 DirectGemm::DirectGemm(const DirectGemmSpec& spec)
     : spec_(spec),
       rng_(0x5eed + uint64_t(spec.N) * 31 + uint64_t(spec.K) + uint64_t(spec.tile)),
-      weight_(random_weight(spec.experts, spec.N, spec.K, spec.scheme, true, rng_)),
+      weight_(
+          random_weight(spec.expert_rows.empty() ? spec.experts : int64_t(spec.expert_rows.size()),
+                        spec.N, spec.K, spec.scheme, true, rng_)),
       packed_(spec.fused ? pack_weight(weight_, "w13", gated_row_order(spec.N / 2, false))
                          : pack_weight(weight_, "w")) {
   codes_ = to_device(packed_.codes);
@@ -42,10 +44,12 @@ DirectGemm::DirectGemm(const DirectGemmSpec& spec)
       row_expert_.push_back(real ? e : -1);
     }
   };
-  for (int64_t e = 0; e < spec.experts; ++e) {
+  const int64_t experts = weight_.E;
+  for (int64_t e = 0; e < experts; ++e) {
     if (e == 2) add_tile(-1, 0);
     int rows = int(rng_() % uint64_t(2 * tile - 2));
-    if (e == spec.experts - 1) rows = std::max(rows, 1);
+    if (e == experts - 1) rows = std::max(rows, 1);
+    if (!spec.expert_rows.empty()) rows = spec.expert_rows[size_t(e)];
     for (int t = 0; t * tile < rows; ++t) add_tile(e, std::min(tile, rows - t * tile));
   }
   for (int32_t& p : sorted_pairs_)

@@ -2,7 +2,8 @@
 // One cuda-mma expert GEMM launched directly (not through a forward), for tests of plans a
 // forward may not reach on a given batch: random weights packed and uploaded, sorted rows in
 // tiles of one expert each (up to two tiles' worth less 3 rows per expert, the last expert at
-// least one row, and one tile of no expert), activations, and the float64 product.
+// least one row, or the rows the spec gives; and one tile of no expert), activations, and the
+// float64 product.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -27,6 +28,8 @@ struct DirectGemmSpec {
   bool fused = false;
   int tile = 8;  // rows per tile
   int64_t experts = 6;
+  // Rows of each expert (then `experts` is its size); empty: random, as the header says.
+  std::vector<int> expert_rows = {};
 };
 
 class DirectGemm {

@@ -107,6 +107,34 @@ INSTANTIATE_TEST_SUITE_P(
                 bf16, false, 32}),
     [](const testing::TestParamInfo<RunCase>& p) { return std::string(p.param.name); });
 
+// Pairs at shared tiles whose expert's last tile holds rows in 1 to all of its fragments of 8:
+// the two loops compiled for one and two fragments fewer (staged_dispatch) and the full one,
+// each against the float64 product. A loop that multiplied too few fragments, or the wrong
+// ones, would leave whole token rows wrong (~0.1 of the relative error, the bound 5e-3).
+TEST(StripRuns, PairTilesWithEveryCountOfLiveFragments) {
+  QMOE_REQUIRE_GPU();
+  for (const int tile : {32, 48, 64}) {
+    // Expert f - 1: a full tile, then a tile whose rows end in fragment f (at a different row
+    // of it each time); the last expert only a partial tile.
+    std::vector<int> rows;
+    for (int f = 1; f <= tile / 8; ++f) rows.push_back(tile + 8 * (f - 1) + 1 + (f * 3) % 8);
+    rows.push_back(tile - 8 + 2);
+    for (const bool fused : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "tile " << tile << (fused ? " fused" : ""));
+      test::DirectGemm gemm({.scheme = scheme(4, fused ? 64 : 128),
+                             .N = fused ? 200 : 264,
+                             .K = 512,
+                             .dtype = fused ? f16 : bf16,
+                             .fused = fused,
+                             .tile = tile,
+                             .expert_rows = rows});
+      const GemmPlan plan{.tile_rows = tile, .share_activations = true, .strip_run = 2, .grid = 3};
+      ASSERT_EQ(effective_strip_run(gemm.problem, plan), 2);
+      EXPECT_LT(gemm.error_against_float64(gemm.run(plan)), fused ? 1e-3 : 5e-3);
+    }
+  }
+}
+
 // plan_gemm takes runs where its wave model prefers them and their items still fill the
 // resident CTAs (Qwen3-30B-A3B's GEMM2 at 32 tokens: ~112 8-row tiles x 8 runs), and never
 // where a warp would have one strip (8 strips), the chunks are odd, or the run items would
