@@ -90,8 +90,8 @@ reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # cuda-mma: every tile size (8 to 64 rows staged, act-order through the general loop), shared
 # activations at 32, 48 and 64 rows, a K split at 64 rows, the staged loop's unchecked trips (long
 # K), int4 and int8, zero points, the fused gated and per-warp epilogues, two streams at once,
-# two strips per warp (back to back at 8-row tiles, side by side at shared tiles) and the last
-# round split along K across CTAs.
+# two strips per warp (back to back at 8-row tiles, side by side at shared tiles, and there the
+# loops for tiles whose last fragments are empty) and the last round split along K across CTAs.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
 for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g128_asym_m1_e4_top4_long_k \
@@ -106,6 +106,7 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'
+mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments'
 for tool in memcheck racecheck; do
   step "$tool" "$out/$tool.log" "$(upto 60)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
