@@ -38,7 +38,9 @@ inline constexpr int kRedStride = 20;  // floats per token row of the reduction 
 // last one or two fragments hold no token row (live: the fragments up to its last row; an
 // expert's last tile) takes a loop compiled for fewer fragments: at 48-row tiles for 32 +- 5
 // rows per expert (Mixtral-8x7B at 128 tokens) a quarter of the mma and activation reads were
-// on padding rows.
+// on padding rows. Not at 64-row tiles: with the two loops compiled in next to it, the full loop
+// there grew 2% (972 -> 991 instructions per 3 iterations, register allocation) and Mixtral-8x7B
+// at 1024 tokens ran 2.6% slower (bench/NOTES.md, session 12 run 1).
 template <class T, int BITS, int BM, bool kShared, int kRun>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
@@ -53,7 +55,7 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
         w, e, strip, c_begin, c_end, lane, rows, code_ring, act_ring, rank, acc);
   };
   if (spans_per_group % kSpans == 0) {
-    if constexpr (kRun > 1 && kShared && kFrags >= 4) {
+    if constexpr (kRun > 1 && kShared && kFrags >= 4 && kFrags <= 6) {
       if (live <= kFrags - 2) return loop.template operator()<kSpans, kFrags - 2>();
       if (live == kFrags - 1) return loop.template operator()<kSpans, kFrags - 1>();
     }
