@@ -71,11 +71,15 @@ template <class T>
 cudaError_t dispatch(Activation a, const ActivationParams& p, const void* in, int64_t in_stride,
                      void* out, int64_t out_stride, int64_t rows, int64_t I,
                      const int32_t* rows_limit, cudaStream_t stream) {
-  cudaError_t status = cudaErrorInvalidValue;
-  with_activation(a, [&]<Activation A>() {
-    status = launch<T, A>(p, in, in_stride, out, out_stride, rows, I, rows_limit, stream);
-  });
-  return status;
+  switch (a) {
+#define QMOE_ACTIVATION_CASE(name)                                                             \
+  case Activation::name:                                                                       \
+    return launch<T, Activation::name>(p, in, in_stride, out, out_stride, rows, I, rows_limit, \
+                                       stream);
+    QMOE_EACH_ACTIVATION(QMOE_ACTIVATION_CASE)
+#undef QMOE_ACTIVATION_CASE
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace

@@ -63,9 +63,12 @@ __device__ __forceinline__ FinishedSums<kRun, kFrags> finish_sums(
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
       const float* c = acc_run[j][f];
+      // Multiply, then add, each rounded (no fma): the K-split epilogue rounds so, and an
+      // 8-row run must store what its single strips store, bit for bit (strip_runs_test).
+      auto finish = [](float sum, float w, float b) { return __fadd_rn(__fmul_rn(sum, w), b); };
       s.value[j * kFrags + f] =
-          make_float4(c[0] * weight[f][0] + bias[0], c[1] * weight[f][1] + bias[0],
-                      c[2] * weight[f][0] + bias[1], c[3] * weight[f][1] + bias[1]);
+          make_float4(finish(c[0], weight[f][0], bias[0]), finish(c[1], weight[f][1], bias[0]),
+                      finish(c[2], weight[f][0], bias[1]), finish(c[3], weight[f][1], bias[1]));
     }
   }
   return s;

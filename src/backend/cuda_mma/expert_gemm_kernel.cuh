@@ -33,6 +33,10 @@ inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kRedStride = 20;  // floats per token row of the reduction buffer: 16 + 4
                                        // keeps the 4 lanes of a quad on different banks
 
+// Whether staged_dispatch has loops for tiles whose last fragments are empty (see there).
+template <int BM, bool kShared, int kRun>
+inline constexpr bool kFewerFragmentLoops = (kRun > 1 && kShared) && (BM >= 32 && BM <= 48);
+
 // The staged loop for the flush period this layer's groups allow (see staged_k_loop). Where two
 // strips go side by side at every flush period of a span (groups of 64 and more), a tile whose
 // last one or two fragments hold no token row (live: the fragments up to its last row; an
@@ -55,7 +59,7 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
         w, e, strip, c_begin, c_end, lane, rows, code_ring, act_ring, rank, acc);
   };
   if (spans_per_group % kSpans == 0) {
-    if constexpr (kRun > 1 && kShared && kFrags >= 4 && kFrags <= 6) {
+    if constexpr (kFewerFragmentLoops<BM, kShared, kRun>) {
       if (live <= kFrags - 2) return loop.template operator()<kSpans, kFrags - 2>();
       if (live == kFrags - 1) return loop.template operator()<kSpans, kFrags - 1>();
     }
@@ -178,10 +182,13 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
       rows[f] = pair < p.num_pairs ? a_gl + src * p.a_stride : nullptr;
     }
     // Fragments up to the last one that holds a row (staged_dispatch); the same for every warp.
-    int live = 0;
+    int live = kFrags;
+    if constexpr (kFewerFragmentLoops<BM, true, kRun>) {
+      live = 0;
 #pragma unroll
-    for (int f = 0; f < kFrags; ++f)
-      if (__any_sync(~0u, rows[f] != nullptr)) live = f + 1;
+      for (int f = 0; f < kFrags; ++f)
+        if (__any_sync(~0u, rows[f] != nullptr)) live = f + 1;
+    }
 
     float acc_run[kRun][kFrags][4];
 #pragma unroll

@@ -54,6 +54,8 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
                                               uint32_t act_ring, int rank,
                                               float (&acc_run)[kRun][BM / 8][4]) {
   static_assert(kRun == 1 || kRun == 2);
+  static_assert(kLiveFrags == BM / 8 || (kRun > 1 && kShared),
+                "fewer fragments only side by side: the one-strip span_mma reads all of b");
   constexpr bool kTogether = kRun > 1 && kShared;   // the strips side by side, scales folded
   constexpr bool kRunWraps = kRun > 1 && !kShared;  // copies may cross into the run's next strip
   constexpr int kCodeStrips = kTogether ? 2 : 1;
