@@ -109,8 +109,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Pairs at shared tiles whose expert's last tile holds rows in 1 to all of its fragments of 8:
 // at 32 and 48 rows the two loops compiled for one and two fragments fewer (staged_dispatch) and
-// the full one, at 64 the full one with empty fragments, each against the float64 product. A loop that multiplied too few fragments, or the wrong
-// ones, would leave whole token rows wrong (~0.1 of the relative error, the bound 5e-3).
+// the full one, at 64 the full one with empty fragments, each against the float64 product. A loop
+// that multiplied too few fragments, or the wrong ones, would leave whole token rows wrong (~0.1 of
+// the relative error, the bound 5e-3).
 TEST(StripRuns, PairTilesWithEveryCountOfLiveFragments) {
   QMOE_REQUIRE_GPU();
   for (const int tile : {32, 48, 64}) {
