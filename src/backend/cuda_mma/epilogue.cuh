@@ -32,11 +32,11 @@ struct FinishedSums {
   uint32_t live = 0;  // bit 2 f + jj: the lane's token row 8 f + 2 t + jj holds a pair
 };
 
-// acc_run[j]: the sums of strip strip + j, for the first run_strips strips of the run;
+// acc_run[j]: the sums of strip strip + j (a strip past the last is finished too, never stored);
 // tile_row: the tile's first sorted row.
 template <int kRun, int kFrags>
 __device__ __forceinline__ FinishedSums<kRun, kFrags> finish_sums(
-    const GemmProblem& p, int e, int64_t strip, int run_strips, int tile_row, int lane,
+    const GemmProblem& p, int e, int64_t strip, int tile_row, int lane,
     const float (&acc_run)[kRun][kFrags][4]) {
   const PackedWeightView& w = p.w;
   const int g = lane / 4, row0 = tile_row + 2 * (lane % 4);
@@ -56,9 +56,10 @@ __device__ __forceinline__ FinishedSums<kRun, kFrags> finish_sums(
     float bias[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // Rows past N (a partial last strip) have no bias: bias is [E][N].
+      // Rows past N (a partial last strip, or a strip past the last) have no bias: bias is
+      // [E][N].
       const int64_t n = (strip + j) * kStripRows + g + 8 * h;
-      bias[h] = w.bias && j < run_strips && n < w.N ? w.bias[int64_t(e) * w.N + n] : 0.f;
+      bias[h] = w.bias && n < w.N ? w.bias[int64_t(e) * w.N + n] : 0.f;
     }
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
@@ -123,8 +124,7 @@ template <class T, int kRun, int kFrags>
 __device__ __forceinline__ void store_own_sums(const GemmProblem& p, int e, int64_t strip,
                                                int run_strips, int tile_row, int lane,
                                                const float (&acc_run)[kRun][kFrags][4]) {
-  const FinishedSums<kRun, kFrags> s =
-      finish_sums(p, e, strip, run_strips, tile_row, lane, acc_run);
+  const FinishedSums<kRun, kFrags> s = finish_sums(p, e, strip, tile_row, lane, acc_run);
   with_output_activation(p, [&]<Activation A, bool kFuse>() {
     store_finished<T, A, kFuse>(p, strip, run_strips, tile_row, lane, s);
   });
