@@ -29,6 +29,15 @@ class MoE {
   // by the same rules and the others' verdicts say whether they would have run too).
   const Selection& selection() const { return selection_; }
 
+  // Makes the scratch memory that forwards of up to `max_tokens` tokens on `stream` (a
+  // cudaStream_t; nullptr = the legacy default stream) use, so that they allocate nothing. Call it
+  // with the largest batch before capturing forwards in a CUDA graph: a forward that needs more
+  // scratch than its stream holds while that stream captures is an Error. Scratch is shared by
+  // every MoE on the same device and stream (layers run one after another), grows when a larger
+  // batch runs outside a capture, and memory a captured graph uses stays allocated while any MoE
+  // on the device lives. Nothing to do on the CPU backends.
+  void reserve(int64_t max_tokens, void* stream = nullptr) const;
+
   // hidden [M, H] (f32/f16/bf16), router_logits [M, E] (f32) -> out [M, H] (dtype of hidden).
   // `stream` is a cudaStream_t for CUDA backends, ignored on the CPU.
   void forward(TensorView hidden, TensorView router_logits, TensorView out,

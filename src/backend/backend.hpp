@@ -38,6 +38,10 @@ class Backend {
                      TensorView topk_ids, void* stream) const;
   virtual void run(const PreparedExperts& prepared, const MoEConfig& config,
                    const RoutedBatch& batch) const = 0;
+  // Makes the scratch memory forwards of up to `max_tokens` tokens on `stream` use, so that they
+  // allocate nothing (MoE::reserve). The default has none to make.
+  virtual void reserve(const PreparedExperts& /*prepared*/, int64_t /*max_tokens*/,
+                       void* /*stream*/) const {}
   // route + run. The default keeps the top-k on the host; device backends override it to use
   // workspace prepared with the weights.
   virtual void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,

@@ -79,6 +79,11 @@ int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& ou
   return M;
 }
 
+void MoE::reserve(int64_t max_tokens, void* stream) const {
+  check(max_tokens >= 1, "reserve: max_tokens must be at least 1, got {}", max_tokens);
+  backend_->reserve(*prepared_, max_tokens, stream);
+}
+
 void MoE::forward(TensorView hidden, TensorView router_logits, TensorView out, void* stream) const {
   const int64_t M = check_hidden_and_out(hidden, out);
   check_tensor(router_logits, "router_logits", device_, M, config_.num_experts);

@@ -30,6 +30,7 @@
 #include "cuda/device.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/gpu_test.hpp"
+#include "cuda_mma/on_device.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/moe_case.hpp"
@@ -39,34 +40,14 @@ namespace {
 
 using test::CaseSpec;
 
-constexpr Device kGpu{DeviceKind::cuda, 0};
-
 using test::scheme;
 
 double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
 
-// A host buffer's bytes on the GPU, viewed with the same shape.
-struct OnDevice {
-  DeviceBuffer memory;
-  TensorView view;
-  explicit OnDevice(const Buffer& host) : memory(size_t(host.nbytes())) {
-    memory.upload(host.data(), memory.bytes());
-    view = TensorView(memory.data(), host.dtype(), host.shape(), kGpu);
-  }
-};
-
-Buffer download(const OnDevice& d, DType dtype, int64_t rows, int64_t cols) {
-  Buffer host(dtype, {rows, cols});
-  d.memory.download(host.data(), size_t(host.nbytes()));
-  return host;
-}
-
-// Poisoned output (all bits set: NaN in bf16 and f16) so an unwritten element fails the check.
-OnDevice poisoned_output(DType dtype, int64_t M, int64_t H) {
-  Buffer host(dtype, {M, H});
-  std::memset(host.data(), 0xff, size_t(host.nbytes()));
-  return OnDevice(host);
-}
+using test::download;
+using test::kGpu;
+using test::OnDevice;
+using test::poisoned_output;
 
 class CudaMma : public testing::Test {
  protected:
@@ -636,7 +617,7 @@ TEST_F(CudaMma, ForwardIsGraphCapturable) {
   OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  reserve_cuda_mma_tokens(*prepared, spec.M, stream);
+  backend->reserve(*prepared, spec.M, stream);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
@@ -725,7 +706,7 @@ TEST_F(CudaMma, BackToBackForwardsOnOneStreamShareTheWorkspace) {
   auto prepared = backend->prepare(*c[0].experts, c[0].config, kGpu);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  reserve_cuda_mma_tokens(*prepared, tokens[kBatches - 1], stream);
+  backend->reserve(*prepared, tokens[kBatches - 1], stream);
   std::vector<OnDevice> hidden, logits, outs;
   for (const test::MoECase& one : c) {
     hidden.emplace_back(one.hidden);

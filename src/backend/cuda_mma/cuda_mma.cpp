@@ -2,15 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
+#include "backend/cuda_mma/workspace_pool.hpp"
 #include "core/check.hpp"
 #include "cuda/align.hpp"
 #include "cuda/combine.hpp"
@@ -25,6 +23,7 @@ namespace {
 using cuda_mma::GemmPlan;
 using cuda_mma::GemmProblem;
 using cuda_mma::PackedWeightView;
+using cuda_mma::Workspace;
 
 // Restores the caller's current device on scope exit.
 class DeviceScope {
@@ -69,27 +68,11 @@ struct DeviceWeight {
   }
 };
 
-// Everything a forward writes besides `out`, sized for any batch of up to `tokens` tokens.
-struct Workspace {
-  int64_t tokens = 0;
-  DeviceBuffer topk_weights, topk_ids;  // forward's own routing
-  DeviceBuffer sorted_pair_ids, tile_experts, expert_offsets, padded_total, pair_rows, scratch;
-  DeviceBuffer activated, gemm2_out;       // 16-bit rows in sorted order
-  DeviceBuffer tail_partials, tail_flags;  // the GEMMs' split last rounds (GemmProblem::tail_*)
-};
-
 // GEMM1 applies the activation in its epilogue; for the gated kinds that needs each output's
 // gate and up rows in one strip.
 std::vector<int64_t> w13_row_order(const MoEConfig& config, int64_t I) {
   if (!is_gated(config.activation)) return {};
   return cuda_mma::gated_row_order(I, config.activation == Activation::swigluoai);
-}
-
-// Workspaces are kept per stream. cudaStreamPerThread is one handle for a different stream in
-// every host thread, so for it the thread is part of the key.
-using StreamKey = std::pair<cudaStream_t, std::thread::id>;
-StreamKey stream_key(cudaStream_t stream) {
-  return {stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id{}};
 }
 
 struct CudaMmaExperts final : PreparedExperts {
@@ -98,11 +81,12 @@ struct CudaMmaExperts final : PreparedExperts {
   int top_k = 1;
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
-  // One workspace per stream, made by the stream's first forward: forwards on different streams
-  // (or host threads) never share scratch memory; forwards on one stream are ordered by it.
-  // Grows, never shrinks.
-  mutable std::mutex workspaces_mutex;
-  mutable std::map<StreamKey, std::unique_ptr<Workspace>> workspaces;
+  // Scratch memory shared with every cuda-mma layer on the device, one workspace per stream.
+  std::shared_ptr<cuda_mma::WorkspacePool> pool;
+  // This layer's sizes for the last batch size asked for (decode asks for the same one again and
+  // again; computing them walks every smaller batch).
+  mutable std::mutex sizes_mutex;
+  mutable cuda_mma::WorkspaceSizes last_sizes;
 
   CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
       : device(device_index),
@@ -113,47 +97,19 @@ struct CudaMmaExperts final : PreparedExperts {
         w13(cuda_mma::pack_weight(experts.w13(), "w13",
                                   w13_row_order(config, experts.intermediate()))),
         w2(cuda_mma::pack_weight(experts.w2(), "w2")),
-        correction_bias(upload(config.routing.correction_bias)) {}
+        correction_bias(upload(config.routing.correction_bias)),
+        pool(cuda_mma::WorkspacePool::for_device(device_index)) {}
 
-  // The workspace of `stream`, able to hold `tokens` tokens; allocates only when it must grow
-  // (so not during graph capture once reserved). Host threads must not enqueue on one stream
-  // at the same time while it grows.
-  Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
-    const std::lock_guard lock(workspaces_mutex);
-    std::unique_ptr<Workspace>& slot = workspaces[stream_key(stream)];
-    if (!slot || slot->tokens < tokens) slot = make_workspace(tokens, stream);
-    return *slot;
+  cuda_mma::WorkspaceSizes sizes_for(int64_t tokens) const {
+    const std::lock_guard lock(sizes_mutex);
+    if (last_sizes.tokens != tokens) last_sizes = cuda_mma::workspace_sizes(tokens, top_k, E, H, I);
+    return last_sizes;
   }
 
-  std::unique_ptr<Workspace> make_workspace(int64_t tokens, cudaStream_t stream) const {
-    const int64_t pairs = tokens * top_k;
-    const AlignSizes sizes = cuda_mma::workspace_align_sizes(tokens, top_k, E);
-    const int64_t rows = sizes.max_padded_rows, tiles = sizes.max_tiles;
-    const size_t scratch = sizes.workspace_bytes;
-    auto w = std::make_unique<Workspace>();
-    w->tokens = tokens;
-    w->topk_weights = DeviceBuffer(size_t(pairs) * sizeof(float));
-    w->topk_ids = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
-    w->sorted_pair_ids = DeviceBuffer(size_t(rows) * sizeof(int32_t));
-    w->tile_experts = DeviceBuffer(size_t(tiles) * sizeof(int32_t));
-    w->expert_offsets = DeviceBuffer(size_t(E + 1) * sizeof(int32_t));
-    w->padded_total = DeviceBuffer(sizeof(int32_t));
-    w->pair_rows = DeviceBuffer(size_t(pairs) * sizeof(int32_t));
-    w->scratch = DeviceBuffer(std::max<size_t>(scratch, 1));
-    w->activated = DeviceBuffer(size_t(rows * I) * 2);
-    w->gemm2_out = DeviceBuffer(size_t(rows * H) * 2);
-    // Tail split buffers only where some batch takes tiles that may split (shared tiles): 8 MB
-    // per layer and stream that decode-only workspaces would never use.
-    if (cuda_mma::tallest_tile_rows(tokens, top_k, E) >= cuda_mma::kMinSharedTileRows) {
-      w->tail_partials = DeviceBuffer(size_t(cuda_mma::kTailPartialBytes));
-      w->tail_flags = DeviceBuffer(size_t(cuda_mma::kMaxTailSlots) * sizeof(int32_t));
-    }
-    // Rows past a tile's last pair are computed but never read; clear them once, in the order
-    // of the stream that will use them, so that no kernel ever reads memory nothing wrote. The
-    // tail flags start at zero (each launch leaves them so).
-    for (DeviceBuffer* b : {&w->activated, &w->gemm2_out, &w->tail_flags})
-      if (!b->empty()) QMOE_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream));
-    return w;
+  // The workspace of `stream`, able to hold `tokens` tokens of this layer; allocates only when it
+  // must grow, which is an Error during graph capture (workspace_pool.hpp).
+  const Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
+    return pool->acquire(stream, sizes_for(tokens));
   }
 };
 
@@ -213,6 +169,12 @@ class CudaMmaBackend final : public Backend {
     run(prepared, config, RoutedBatch{hidden, weights, ids, out, stream});
   }
 
+  void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {
+    const auto& p = static_cast<const CudaMmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    p.workspace(static_cast<cudaStream_t>(stream), max_tokens);
+  }
+
  private:
   static void route_on_device(const MoEConfig& config, const RoutingParams& params,
                               const TensorView& logits, float* weights, int32_t* ids,
@@ -236,8 +198,8 @@ class CudaMmaBackend final : public Backend {
     aligned.padded_total = ws.padded_total.as<int32_t>();
     aligned.pair_rows = ws.pair_rows.as<int32_t>();
     QMOE_CUDA_CHECK(align_by_expert_cuda(batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
-                                         nullptr, p.E, tile_rows, ws.scratch.data(),
-                                         ws.scratch.bytes(), aligned, stream));
+                                         nullptr, p.E, tile_rows, ws.align_scratch.data(),
+                                         ws.align_scratch.bytes(), aligned, stream));
 
     GemmProblem g1;
     g1.w = p.w13.view;
@@ -295,13 +257,6 @@ class CudaMmaBackend final : public Backend {
 const Backend& cuda_mma_backend() {
   static const CudaMmaBackend backend;
   return backend;
-}
-
-void reserve_cuda_mma_tokens(const PreparedExperts& prepared, int64_t max_tokens, void* stream) {
-  const auto* p = dynamic_cast<const CudaMmaExperts*>(&prepared);
-  check(p != nullptr, "reserve_cuda_mma_tokens: these experts were not prepared by cuda-mma");
-  DeviceScope scope(p->device);
-  p->workspace(static_cast<cudaStream_t>(stream), max_tokens);
 }
 
 }  // namespace qmoe

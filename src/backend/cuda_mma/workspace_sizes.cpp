@@ -1,0 +1,77 @@
+#include "backend/cuda_mma/workspace_sizes.hpp"
+
+#include <algorithm>
+
+#include "backend/cuda_mma/expert_gemm.hpp"
+#include "core/check.hpp"
+
+namespace qmoe::cuda_mma {
+
+namespace {
+
+// Every size field, for the element-wise operations below.
+constexpr size_t WorkspaceSizes::*kFields[] = {
+    &WorkspaceSizes::topk_weights,    &WorkspaceSizes::topk_ids,
+    &WorkspaceSizes::sorted_pair_ids, &WorkspaceSizes::tile_experts,
+    &WorkspaceSizes::expert_offsets,  &WorkspaceSizes::padded_total,
+    &WorkspaceSizes::pair_rows,       &WorkspaceSizes::align_scratch,
+    &WorkspaceSizes::activated,       &WorkspaceSizes::gemm2_out,
+    &WorkspaceSizes::tail_partials,   &WorkspaceSizes::tail_flags};
+
+}  // namespace
+
+size_t WorkspaceSizes::total() const {
+  size_t sum = 0;
+  for (auto field : kFields) sum += this->*field;
+  return sum;
+}
+
+bool WorkspaceSizes::holds(const WorkspaceSizes& need) const {
+  return std::ranges::all_of(kFields, [&](auto field) { return this->*field >= need.*field; });
+}
+
+WorkspaceSizes workspace_sizes(int64_t tokens, int top_k, int64_t E, int64_t H, int64_t I) {
+  check(tokens >= 1, "cuda-mma: a workspace holds at least 1 token, asked for {}", tokens);
+  const auto pairs = size_t(tokens * top_k);
+  const AlignSizes align = workspace_align_sizes(tokens, top_k, E);
+  const auto rows = size_t(align.max_padded_rows);
+  WorkspaceSizes s;
+  s.tokens = tokens;
+  s.topk_weights = pairs * sizeof(float);
+  s.topk_ids = pairs * sizeof(int32_t);
+  s.sorted_pair_ids = rows * sizeof(int32_t);
+  s.tile_experts = size_t(align.max_tiles) * sizeof(int32_t);
+  s.expert_offsets = size_t(E + 1) * sizeof(int32_t);
+  s.padded_total = sizeof(int32_t);
+  s.pair_rows = pairs * sizeof(int32_t);
+  s.align_scratch = std::max<size_t>(align.workspace_bytes, 1);
+  s.activated = rows * size_t(I) * 2;
+  s.gemm2_out = rows * size_t(H) * 2;
+  // Tail split buffers only where some batch takes tiles that may split (shared tiles): 8 MB
+  // that decode-only workspaces would never use.
+  if (tallest_tile_rows(tokens, top_k, E) >= kMinSharedTileRows) {
+    s.tail_partials = size_t(kTailPartialBytes);
+    s.tail_flags = size_t(kMaxTailSlots) * sizeof(int32_t);
+  }
+  return s;
+}
+
+WorkspaceSizes covering(const WorkspaceSizes& a, const WorkspaceSizes& b) {
+  WorkspaceSizes c;
+  c.tokens = std::max(a.tokens, b.tokens);
+  for (auto field : kFields) c.*field = std::max(a.*field, b.*field);
+  return c;
+}
+
+WorkspaceSizes grown_sizes(const WorkspaceSizes& have, const WorkspaceSizes& need, bool capturing,
+                           const std::string& where) {
+  if (have.holds(need)) return have;
+  check(!capturing,
+        "cuda-mma: a forward of {} tokens on {} needs a larger workspace (it holds {} tokens' "
+        "worth, {} bytes) while that stream is capturing a CUDA graph, where memory cannot be "
+        "allocated: call MoE::reserve(max_tokens, stream) with the largest batch before capturing",
+        need.tokens, where, have.tokens, have.total());
+  return covering(have, need);
+}
+
+}  // namespace qmoe::cuda_mma

@@ -1,0 +1,38 @@
+#pragma once
+// What a cuda-mma forward writes besides `out`, in bytes per buffer, and when the workspace that
+// holds it must grow. Host arithmetic only (no device needed), so CI checks it without a GPU.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace qmoe::cuda_mma {
+
+struct WorkspaceSizes {
+  int64_t tokens = 0;  // the largest batch these sizes were computed for (for messages)
+  size_t topk_weights = 0, topk_ids = 0;  // the forward's own routing
+  size_t sorted_pair_ids = 0, tile_experts = 0, expert_offsets = 0, padded_total = 0;
+  size_t pair_rows = 0, align_scratch = 0;
+  size_t activated = 0, gemm2_out = 0;       // 16-bit rows in sorted order
+  size_t tail_partials = 0, tail_flags = 0;  // the GEMMs' split last rounds (GemmProblem::tail_*)
+
+  size_t total() const;
+  // Whether every buffer of `this` is at least as large as that of `need`.
+  bool holds(const WorkspaceSizes& need) const;
+  friend bool operator==(const WorkspaceSizes&, const WorkspaceSizes&) = default;
+};
+
+// The buffers one layer (E experts, hidden H, intermediate I, top-k) needs for any batch of 1 to
+// `tokens` tokens at the tile choose_tile_rows picks for it.
+WorkspaceSizes workspace_sizes(int64_t tokens, int top_k, int64_t E, int64_t H, int64_t I);
+
+// The buffer-by-buffer maximum: one workspace that serves layers of different shapes.
+WorkspaceSizes covering(const WorkspaceSizes& a, const WorkspaceSizes& b);
+
+// The sizes a stream's workspace must grow to so that it holds `need`, or `have` when it already
+// does. Growing allocates, which a stream capturing a CUDA graph cannot do (and the graph would
+// keep pointers into the old buffers): then Error telling the caller to reserve first.
+// `where` names the stream in that message.
+WorkspaceSizes grown_sizes(const WorkspaceSizes& have, const WorkspaceSizes& need, bool capturing,
+                           const std::string& where);
+
+}  // namespace qmoe::cuda_mma
