@@ -1,6 +1,7 @@
 #pragma once
-// Everything a user of qmoe needs: types, the canonical experts, the reference quantizer and the
-// MoE layer.
+// Everything a user of qmoe needs: checkpoints, types, the canonical experts, the reference
+// quantizer and the MoE layer.
+#include "qmoe/checkpoint.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/device.hpp"
 #include "qmoe/dtype.hpp"
