@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds, checks formatting and runs the whole test suite (CTest prints its summary).
+# Sets up, builds, checks formatting and runs the whole test suite (CTest prints its summary),
+# then builds a project against the installed CMake package and tests the Python package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -12,4 +13,6 @@ if grep -q '^\[  SKIPPED \]' "$log" 2>/dev/null; then
   echo "Skipped tests, by reason:"
   grep -A1 ': Skipped$' "$log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
 fi
+scripts/test-consumer.sh || status=$?
+scripts/python-test.sh || status=$?
 exit $status

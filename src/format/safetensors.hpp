@@ -70,6 +70,9 @@ SafetensorsContents parse_safetensors(std::span<const std::byte> file, std::stri
 class TensorStore {
  public:
   static TensorStore open(const std::filesystem::path& dir);
+  // Tensors held elsewhere (arrays an engine hands over), read by the same adapters; their bytes
+  // must outlive the store. `origin` stands for the directory in messages.
+  static TensorStore from_tensors(std::vector<TensorInfo> tensors, const std::string& origin);
 
   const TensorInfo* find(std::string_view name) const;
   const TensorInfo& at(std::string_view name) const;  // throws Error naming the tensor and dir

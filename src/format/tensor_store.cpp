@@ -47,6 +47,19 @@ void TensorStore::add_file(const std::filesystem::path& path) {
   files_.push_back(std::move(file));
 }
 
+TensorStore TensorStore::from_tensors(std::vector<TensorInfo> tensors, const std::string& origin) {
+  TensorStore store;
+  store.dir_ = origin;
+  for (TensorInfo& t : tensors) {
+    check(t.numel() * size_of(t.dtype) == int64_t(t.bytes.size()),
+          "{}: tensor '{}' has {} bytes for {}", origin, t.name, t.bytes.size(), t.describe());
+    const std::string name = t.name;
+    check(store.tensors_.emplace(name, std::move(t)).second, "{}: tensor '{}' given twice", origin,
+          name);
+  }
+  return store;
+}
+
 TensorStore TensorStore::open(const std::filesystem::path& dir) {
   check(std::filesystem::is_directory(dir), "{}: not a directory", dir.string());
   TensorStore store;

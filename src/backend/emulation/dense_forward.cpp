@@ -7,8 +7,6 @@
 
 namespace qmoe {
 
-namespace {
-
 Buffer dequantize_weight(const QuantizedWeight& q) {
   Buffer w(DType::f32, {q.E, q.N, q.K});
   float* out = w.data_as<float>();
@@ -17,6 +15,8 @@ Buffer dequantize_weight(const QuantizedWeight& q) {
       for (int64_t k = 0; k < q.K; ++k) *out++ = q.dequant(e, n, k);
   return w;
 }
+
+namespace {
 
 // y[n] = sum_k W[n, k] x[k] (+ b[n]), W row-major [N, K].
 template <class Acc>

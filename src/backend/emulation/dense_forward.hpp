@@ -14,6 +14,8 @@ struct DequantizedExperts {
 };
 
 DequantizedExperts dequantize(const QuantizedExperts& experts);
+// One weight as f32 [E, N, K].
+Buffer dequantize_weight(const QuantizedWeight& q);
 
 // batch.hidden / batch.out: host f64, f32, f16 or bf16; topk ids outside 0..E-1 are an error.
 template <class Acc>

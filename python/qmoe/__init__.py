@@ -1,0 +1,53 @@
+"""qmoe: weight-only quantized Mixture-of-Experts layers (int4/int8 with group scales, zero
+points, act-order, bias; MXFP4) from checkpoints or tensors, run on the CPU or a CUDA GPU with
+NumPy or PyTorch tensors, without copies.
+
+    import qmoe
+    moe = qmoe.MoE.from_checkpoint("tests/data/awq-int4-g32-bias", layer=0)
+    out = moe(x, router_logits)        # x [M, H], router_logits [M, E]
+"""
+from ._qmoe import (
+    Activation,
+    DType,
+    Error,
+    MoEConfig,
+    QuantizedExperts,
+    QuantizedWeight,
+    QuantScheme,
+    RoutingConfig,
+    Scoring,
+    Selection,
+    Verdict,
+    WeightKind,
+    cuda_built,
+    experts_from_layout,
+    known_backends,
+    random_experts,
+)
+from ._checkpoint import Checkpoint
+from ._moe import MoE, explain
+from . import _torch_op
+
+__all__ = [
+    "Activation",
+    "Checkpoint",
+    "DType",
+    "Error",
+    "MoE",
+    "MoEConfig",
+    "QuantizedExperts",
+    "QuantizedWeight",
+    "QuantScheme",
+    "RoutingConfig",
+    "Scoring",
+    "Selection",
+    "Verdict",
+    "WeightKind",
+    "cuda_built",
+    "experts_from_layout",
+    "explain",
+    "known_backends",
+    "random_experts",
+]
+
+_torch_op.register()

@@ -1,0 +1,380 @@
+from collections.abc import Mapping, Sequence
+import enum
+import os
+import pathlib
+from typing import Annotated
+
+from numpy.typing import NDArray
+
+
+class Error(ValueError):
+    pass
+
+cuda_built: bool = False
+
+class DType(enum.Enum):
+    f64 = 0
+
+    f32 = 1
+
+    f16 = 2
+
+    bf16 = 3
+
+    i64 = 4
+
+    i32 = 5
+
+    i16 = 6
+
+    i8 = 7
+
+    u8 = 8
+
+    u16 = 9
+
+    u32 = 10
+
+class Activation(enum.Enum):
+    silu = 0
+
+    gelu = 1
+
+    gelu_tanh = 2
+
+    swigluoai = 3
+
+    swigluoai_uninterleave = 4
+
+    silu_no_mul = 5
+
+    gelu_no_mul = 6
+
+    gelu_tanh_no_mul = 7
+
+    relu2_no_mul = 8
+
+class Scoring(enum.Enum):
+    softmax = 0
+
+    sigmoid = 1
+
+class WeightKind(enum.Enum):
+    integer = 0
+
+    mxfp4 = 1
+
+class QuantScheme:
+    """How expert weights are quantized; group_size -1 = channelwise."""
+
+    def __init__(self, bits: int = 4, group_size: int = 128, zero_points: bool = False, act_order: bool = False, kind: WeightKind = WeightKind.integer) -> None: ...
+
+    @property
+    def kind(self) -> WeightKind: ...
+
+    @kind.setter
+    def kind(self, arg: WeightKind, /) -> None: ...
+
+    @property
+    def bits(self) -> int: ...
+
+    @bits.setter
+    def bits(self, arg: int, /) -> None: ...
+
+    @property
+    def group_size(self) -> int: ...
+
+    @group_size.setter
+    def group_size(self, arg: int, /) -> None: ...
+
+    @property
+    def act_order(self) -> bool: ...
+
+    @act_order.setter
+    def act_order(self, arg: bool, /) -> None: ...
+
+    @property
+    def zero_points(self) -> bool: ...
+
+    @zero_points.setter
+    def zero_points(self, arg: bool, /) -> None: ...
+
+    def __eq__(self, arg: QuantScheme, /) -> bool: ...
+
+    def __repr__(self) -> str: ...
+
+    def __str__(self) -> str: ...
+
+class RoutingConfig:
+    def __init__(self) -> None: ...
+
+    @property
+    def scoring(self) -> Scoring: ...
+
+    @scoring.setter
+    def scoring(self, arg: Scoring, /) -> None: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    @top_k.setter
+    def top_k(self, arg: int, /) -> None: ...
+
+    @property
+    def renormalize(self) -> bool: ...
+
+    @renormalize.setter
+    def renormalize(self, arg: bool, /) -> None: ...
+
+    @property
+    def routed_scaling_factor(self) -> float: ...
+
+    @routed_scaling_factor.setter
+    def routed_scaling_factor(self, arg: float, /) -> None: ...
+
+    @property
+    def n_group(self) -> int: ...
+
+    @n_group.setter
+    def n_group(self, arg: int, /) -> None: ...
+
+    @property
+    def topk_group(self) -> int: ...
+
+    @topk_group.setter
+    def topk_group(self, arg: int, /) -> None: ...
+
+    @property
+    def correction_bias(self) -> list[float]: ...
+
+    @correction_bias.setter
+    def correction_bias(self, arg: Sequence[float], /) -> None: ...
+
+class MoEConfig:
+    """One MoE layer's shape, routing and activation."""
+
+    def __init__(self, num_experts: int, hidden: int, intermediate: int, top_k: int, activation: Activation = Activation.silu, renormalize: bool = True, scoring: Scoring = Scoring.softmax) -> None: ...
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @num_experts.setter
+    def num_experts(self, arg: int, /) -> None: ...
+
+    @property
+    def hidden(self) -> int: ...
+
+    @hidden.setter
+    def hidden(self, arg: int, /) -> None: ...
+
+    @property
+    def intermediate(self) -> int: ...
+
+    @intermediate.setter
+    def intermediate(self, arg: int, /) -> None: ...
+
+    @property
+    def routing(self) -> RoutingConfig: ...
+
+    @routing.setter
+    def routing(self, arg: RoutingConfig, /) -> None: ...
+
+    @property
+    def activation(self) -> Activation: ...
+
+    @activation.setter
+    def activation(self, arg: Activation, /) -> None: ...
+
+    @property
+    def w13_bias(self) -> bool: ...
+
+    @w13_bias.setter
+    def w13_bias(self, arg: bool, /) -> None: ...
+
+    @property
+    def w2_bias(self) -> bool: ...
+
+    @w2_bias.setter
+    def w2_bias(self, arg: bool, /) -> None: ...
+
+    @property
+    def apply_router_weight_on_input(self) -> bool: ...
+
+    @apply_router_weight_on_input.setter
+    def apply_router_weight_on_input(self, arg: bool, /) -> None: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    def validate(self) -> None: ...
+
+    def __repr__(self) -> str: ...
+
+class Verdict:
+    """The oracle's verdict on one backend."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def chosen(self) -> bool: ...
+
+    @property
+    def compatible(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+class Selection:
+    """Which backend runs a layer, and every backend's verdict."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def verdicts(self) -> list[Verdict]: ...
+
+    @property
+    def error(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+def explain(scheme: QuantScheme, config: MoEConfig, device: str = 'cpu', backend: str = 'auto') -> Selection:
+    """
+    The oracle's verdicts for a layer of this scheme and config on `device` (a real device such as 'cpu' or 'cuda:0', or a described one such as 'sm_90' or 'h100').
+    """
+
+def known_backends() -> list[str]: ...
+
+class QuantizedWeight:
+    """One stacked expert weight in qmoe's canonical form, [E, N, K]."""
+
+    def __init__(self, scheme: QuantScheme, codes: Annotated[NDArray, dict(writable=False)], scales: Annotated[NDArray, dict(writable=False)], zeros: Annotated[NDArray, dict(writable=False)] | None = None, g_idx: Annotated[NDArray, dict(writable=False)] | None = None, bias: Annotated[NDArray, dict(writable=False)] | None = None, K_full: int = 0) -> None:
+        """
+        codes u8 [E, N, K/2] (int4, low nibble = even k) or [E, N, K] (int8); scales f32 [E, N, K/G]; zeros u8 [E, N, K/G]; g_idx i32 [E, K]; bias f32 [E, N]. Copied.
+        """
+
+    @property
+    def scheme(self) -> QuantScheme: ...
+
+    @property
+    def E(self) -> int: ...
+
+    @property
+    def N(self) -> int: ...
+
+    @property
+    def K(self) -> int: ...
+
+    @property
+    def has_bias(self) -> bool: ...
+
+    @property
+    def codes(self) -> NDArray: ...
+
+    @property
+    def scales(self) -> NDArray: ...
+
+    @property
+    def zeros(self) -> NDArray: ...
+
+    @property
+    def g_idx(self) -> NDArray: ...
+
+    @property
+    def bias(self) -> NDArray: ...
+
+    def dequantize(self) -> NDArray:
+        """The weight as float32 [E, N, K]: (code - zero) * scale."""
+
+class QuantizedExperts:
+    """
+    A layer's experts: w13 [E, 2I, H] (gate rows, then up rows) and w2 [E, H, I].
+    """
+
+    def __init__(self, w13: QuantizedWeight, w2: QuantizedWeight) -> None: ...
+
+    @property
+    def w13(self) -> QuantizedWeight: ...
+
+    @property
+    def w2(self) -> QuantizedWeight: ...
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @property
+    def hidden(self) -> int: ...
+
+    @property
+    def intermediate(self) -> int: ...
+
+def random_experts(config: MoEConfig, scheme: QuantScheme, seed: int = 0) -> QuantizedExperts:
+    """
+    Random experts for a config: float weights ~ N(0, 1/K) quantized with the reference round-to-nearest quantizer (for examples, tests and benchmarks).
+    """
+
+class Checkpoint:
+    """A model directory (config.json + safetensors) with quantized experts."""
+
+    def __init__(self, path: str | os.PathLike, as_moe_wna16: bool = False) -> None: ...
+
+    @property
+    def path(self) -> pathlib.Path: ...
+
+    @property
+    def format(self) -> str: ...
+
+    @property
+    def model_type(self) -> str: ...
+
+    @property
+    def scheme(self) -> QuantScheme: ...
+
+    @property
+    def config(self) -> MoEConfig: ...
+
+    @property
+    def layers(self) -> list[int]:
+        """Layers that hold quantized experts."""
+
+    def layer_config(self, layer: int) -> MoEConfig: ...
+
+    def layer_bytes(self, layer: int) -> int: ...
+
+    def load_layer(self, layer: int) -> QuantizedExperts:
+        """The layer's experts in canonical form."""
+
+class MoE:
+    """A MoE layer whose weights live on its device in its backend's form."""
+
+    def __init__(self, config: MoEConfig, experts: QuantizedExperts, backend: str = 'auto', device: str = 'cpu') -> None: ...
+
+    @property
+    def config(self) -> MoEConfig: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def selection(self) -> Selection: ...
+
+    def reserve(self, max_tokens: int, stream: int = 0) -> None: ...
+
+    def forward(self, x: Annotated[NDArray, dict(writable=False)], router_logits: Annotated[NDArray, dict(writable=False)], out: NDArray, stream: int = 0) -> None: ...
+
+    def forward_routed(self, x: Annotated[NDArray, dict(writable=False)], topk_weights: Annotated[NDArray, dict(writable=False)], topk_ids: Annotated[NDArray, dict(writable=False)], out: NDArray, stream: int = 0) -> None: ...
+
+    def forward_described(self, x: tuple, router_logits: tuple, out: tuple, stream: int = 0) -> None: ...
+
+    def forward_routed_described(self, x: tuple, topk_weights: tuple, topk_ids: tuple, out: tuple, stream: int = 0) -> None: ...
+
+def experts_from_layout(format: str, tensors: Mapping[str, Annotated[NDArray, dict(writable=False)]], config: MoEConfig, scheme: QuantScheme, gptq_version: int = 1) -> QuantizedExperts:
+    """
+    Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, compressed-tensors), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales'). Read by the checkpoint reader's adapters; the arrays are read, not kept.
+    """

@@ -1,0 +1,40 @@
+"""qmoe.experts_from_layout reads the tensors of a GPTQ, AWQ or compressed-tensors layer handed
+over as arrays exactly as the checkpoint reader reads them from the files."""
+import numpy as np
+import pytest
+
+import qmoe
+import reference
+
+CASES = [
+    ("gptq-int4-asym-desc_act-v1", "gptq", 1),
+    ("awq-int4-g32-bias", "awq", 1),
+    ("ct-int4-asym-actorder", "compressed-tensors", 1),
+]
+
+
+@pytest.mark.parametrize("name,fmt,gptq_version", CASES)
+def test_arrays_read_like_the_checkpoint(data_dir, name, fmt, gptq_version):
+    ckpt = qmoe.Checkpoint(data_dir / name)
+    layer = 1
+    prefix = f"model.layers.{layer}.mlp.experts."
+    tensors = {
+        key[len(prefix):]: np.ascontiguousarray(value)
+        for key, value in reference.read_safetensors(data_dir / name / "model.safetensors").items()
+        if key.startswith(prefix)
+    }
+    experts = qmoe.experts_from_layout(fmt, tensors, ckpt.layer_config(layer), ckpt.scheme,
+                                       gptq_version)
+    expected = ckpt.load_layer(layer)
+    for got, want in ((experts.w13, expected.w13), (experts.w2, expected.w2)):
+        np.testing.assert_array_equal(got.codes, want.codes)
+        np.testing.assert_array_equal(got.scales, want.scales)
+        np.testing.assert_array_equal(got.dequantize(), want.dequantize())
+        if want.has_bias:
+            np.testing.assert_array_equal(got.bias, want.bias)
+
+
+def test_a_missing_tensor_is_named(data_dir):
+    ckpt = qmoe.Checkpoint(data_dir / "awq-int4-g32-bias")
+    with pytest.raises(qmoe.Error, match="0.gate_proj"):
+        qmoe.experts_from_layout("awq", {}, ckpt.config, ckpt.scheme)
