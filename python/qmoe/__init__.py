@@ -19,7 +19,7 @@ from ._qmoe import (
     Selection,
     Verdict,
     WeightKind,
-    cuda_built,
+    built_with_cuda,
     experts_from_layout,
     known_backends,
     random_experts,
@@ -43,11 +43,14 @@ __all__ = [
     "Selection",
     "Verdict",
     "WeightKind",
+    "built_with_cuda",
     "cuda_built",
     "experts_from_layout",
     "explain",
     "known_backends",
     "random_experts",
 ]
+
+cuda_built = built_with_cuda()  # whether the CUDA backends are in this build
 
 _torch_op.register()

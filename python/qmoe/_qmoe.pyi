@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 class Error(ValueError):
     pass
 
-cuda_built: bool = False
+def built_with_cuda() -> bool: ...
 
 class DType(enum.Enum):
     f64 = 0

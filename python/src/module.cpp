@@ -6,11 +6,13 @@
 NB_MODULE(_qmoe, m) {
   m.doc() = "qmoe's C++ core; use the package qmoe, which wraps it.";
   nanobind::exception<qmoe::Error>(m, "Error", PyExc_ValueError);
+  m.def("built_with_cuda", [] {
 #ifdef QMOE_WITH_CUDA
-  m.attr("cuda_built") = true;
+    return true;
 #else
-  m.attr("cuda_built") = false;
+    return false;
 #endif
+  });
   qmoe::python::bind_types(m);
   qmoe::python::bind_experts(m);
   qmoe::python::bind_moe(m);
