@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine with PyTorch (like the lent H200: torch in python3, CMake and ninja beside it,
 # fmt/nlohmann-json installed, no package registry): builds the Python package with the CUDA
-# backends (sm_90a unless CUDA_ARCH says otherwise) into a venv that sees the machine's torch,
-# then runs the Python tests (torch CUDA ones included), the examples and the overhead benchmark.
+# backends (sm_90a unless CUDA_ARCH says otherwise) into a venv that sees the packages of the
+# machine's python3 (torch there lives in a venv itself, so a .pth file adds its site-packages
+# behind the new venv's own), then runs the Python tests (torch CUDA ones included), the examples and the overhead benchmark.
 #
 #   scripts/gpu-python.sh OUTDIR
 #
@@ -19,6 +20,8 @@ export PATH="$(dirname "$cmake"):$(dirname "$ninja"):$PATH"
 venv=${VENV:-/tmp/qmoe-venv}
 python3 -m venv --system-site-packages "$venv"
 py=$venv/bin/python
+python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+  >"$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine-python.pth"
 {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   "$py" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
