@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,12 @@ TEST_F(WorkspaceOnGpu, GraphReplaysCorrectlyAfterALargerEagerForward) {
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   EXPECT_LT(test::relative_error(download(out, DType::bf16, 1, one.H), small_case.reference),
             kBf16Bound);
+  // A graph writing into memory freed under it would have written into these.
+  for (const DeviceBuffer& taker : takers) {
+    const std::vector<uint8_t> bytes = test::to_host<uint8_t>(taker, taker.bytes());
+    ASSERT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](uint8_t b) { return b == 0xff; }))
+        << "the replay wrote into memory allocated after the eager forward";
+  }
   EXPECT_LT(test::relative_error(download(big_out, DType::bf16, big.M, big.H), big_case.reference),
             kBf16Bound);
   cudaGraphExecDestroy(exec);
