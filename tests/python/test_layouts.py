@@ -34,6 +34,19 @@ def test_arrays_read_like_the_checkpoint(data_dir, name, fmt, gptq_version):
             np.testing.assert_array_equal(got.bias, want.bias)
 
 
+def test_moe_from_layout_runs_like_the_checkpoint(data_dir):
+    path = data_dir / "awq-int4-g32-bias"
+    ckpt = qmoe.Checkpoint(path)
+    prefix = "model.layers.0.mlp.experts."
+    tensors = {k[len(prefix):]: v for k, v in reference.read_safetensors(path / "model.safetensors").items()
+               if k.startswith(prefix)}
+    moe = qmoe.MoE.from_layout("awq", tensors, ckpt.layer_config(0), ckpt.scheme, backend="cpu")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((5, 64), dtype=np.float32)
+    logits = rng.standard_normal((5, 4), dtype=np.float32)
+    np.testing.assert_array_equal(moe(x, logits), qmoe.MoE.from_checkpoint(path, 0, backend="cpu")(x, logits))
+
+
 def test_a_missing_tensor_is_named(data_dir):
     ckpt = qmoe.Checkpoint(data_dir / "awq-int4-g32-bias")
     with pytest.raises(qmoe.Error, match="0.gate_proj"):
