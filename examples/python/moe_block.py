@@ -19,9 +19,10 @@ class QuantizedMoEBlock(torch.nn.Module):
         with torch.no_grad():
             self.router.weight.copy_(router_weight)
         self.moe = qmoe.MoE(config, experts, device=device, max_tokens=max_tokens)
+        self.layer = self.moe.op_id  # names the layer to the custom op: a plain int
 
     def forward(self, hidden):  # [M, H] bf16
-        return torch.ops.qmoe.moe_forward(self.moe.op_id, hidden, self.router(hidden))
+        return torch.ops.qmoe.moe_forward(self.layer, hidden, self.router(hidden))
 
 
 def main():

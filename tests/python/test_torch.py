@@ -159,9 +159,10 @@ class Block(torch.nn.Module):
         super().__init__()
         self.gate = torch.nn.Linear(hidden, experts, bias=False, device="cuda", dtype=torch.bfloat16)
         self.moe = moe
+        self.layer = moe.op_id  # a plain int, a constant to torch.compile
 
     def forward(self, x):
-        return torch.ops.qmoe.moe_forward(self.moe.op_id, x, self.gate(x))
+        return torch.ops.qmoe.moe_forward(self.layer, x, self.gate(x))
 
 
 @needs_gpu
