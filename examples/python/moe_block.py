@@ -18,6 +18,9 @@ class QuantizedMoEBlock(torch.nn.Module):
                                       device=device, dtype=torch.bfloat16)
         with torch.no_grad():
             self.router.weight.copy_(router_weight)
+        # A serving block: the quantized experts have no gradient (the op registers no autograd
+        # formula), so nothing here asks for one and torch.compile traces no backward.
+        self.requires_grad_(False)
         self.moe = qmoe.MoE(config, experts, device=device, max_tokens=max_tokens)
         self.layer = self.moe.op_id  # names the layer to the custom op: a plain int
 
