@@ -1,4 +1,5 @@
-// cuda-mma against the float64 reference (tests/support/moe_case.hpp) on fresh random data.
+// cuda-mma against the independent float64 reference (src/sample/reference_moe.hpp) on fresh
+// random data.
 //
 // Bounds, normalized error ||out - ref|| / ||ref||: the codes enter the mma as exact integers
 // and accumulate in fp32, so the error comes from the four roundings to the activation dtype
