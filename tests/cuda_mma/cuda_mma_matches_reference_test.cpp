@@ -31,6 +31,7 @@
 #include "cuda/device.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/gpu_test.hpp"
+#include "cuda_mma/on_device.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/moe_case.hpp"
@@ -40,34 +41,14 @@ namespace {
 
 using test::CaseSpec;
 
-constexpr Device kGpu{DeviceKind::cuda, 0};
+using test::download;
+using test::kGpu;
+using test::OnDevice;
+using test::poisoned_output;
 
 using test::scheme;
 
 double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
-
-// A host buffer's bytes on the GPU, viewed with the same shape.
-struct OnDevice {
-  DeviceBuffer memory;
-  TensorView view;
-  explicit OnDevice(const Buffer& host) : memory(size_t(host.nbytes())) {
-    memory.upload(host.data(), memory.bytes());
-    view = TensorView(memory.data(), host.dtype(), host.shape(), kGpu);
-  }
-};
-
-Buffer download(const OnDevice& d, DType dtype, int64_t rows, int64_t cols) {
-  Buffer host(dtype, {rows, cols});
-  d.memory.download(host.data(), size_t(host.nbytes()));
-  return host;
-}
-
-// Poisoned output (all bits set: NaN in bf16 and f16) so an unwritten element fails the check.
-OnDevice poisoned_output(DType dtype, int64_t M, int64_t H) {
-  Buffer host(dtype, {M, H});
-  std::memset(host.data(), 0xff, size_t(host.nbytes()));
-  return OnDevice(host);
-}
 
 class CudaMma : public testing::Test {
  protected:
