@@ -4,7 +4,8 @@
 // - 4 host threads, each on its own stream, running forwards on one shared MoE get exactly the
 //   bits of a single thread, and repeated forwards give the same bits;
 // - the routing-input contract under QMOE_CHECK_ROUTING=1: the host backends' errors, word for
-//   word (src/moe/routing_contract.hpp); without it no host sync is added.
+//   word (src/moe/routing_contract.hpp); without it no host sync is added;
+// - the oracle accepts exactly what cuda-mma's prepare and forward run (reduced property test).
 // Bounds as cuda_mma_matches_reference_test: bf16 1e-2, f16 2e-3 normalized.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "cuda/gpu_test.hpp"
 #include "cuda_mma/on_device.hpp"
 #include "qmoe/error.hpp"
@@ -141,6 +143,43 @@ TEST_F(CudaMmaSoak, ThreadsWithOwnStreamsGetTheSingleThreadBits) {
           << "thread " << t << " step " << s;
       EXPECT_LT(test::relative_error(got[t][s], test::copy_rows(c.reference, w, m)),
                 bound_for(DType::bf16));
+    }
+  }
+}
+
+// The oracle accepts a layer for cuda-mma on this GPU exactly when cuda-mma's own prepare and a
+// forward succeed, and what it accepts matches the reference (the host property test's GPU half,
+// reduced: f32 activations included, which only the oracle's dtype rule refuses up front).
+TEST_F(CudaMmaSoak, OracleAndPrepareAgree) {
+  const Backend* backend = find_backend("cuda-mma");
+  ASSERT_NE(backend, nullptr);
+  const DeviceDesc gpu = query_device(kGpu);
+  const int64_t cases = test::scaled_count(300);
+  std::mt19937_64 rng(77);
+  for (int64_t i = 0; i < cases; ++i) {
+    test::CaseSpec spec = test::random_spec(rng);
+    spec.act_dtype = test::pick(rng, std::vector<DType>{DType::f32, DType::f16, DType::bf16});
+    SCOPED_TRACE(fmt::format("case {}: {}", i, test::describe(spec)));
+    test::MoECase c = test::make_case(spec);
+    c.config.activation_dtype = spec.act_dtype;
+    const Selection verdict = evaluate(describe(*c.experts, c.config), gpu, "cuda-mma");
+    OnDevice hidden(c.hidden), logits(c.router_logits);
+    OnDevice out = test::poisoned_output(spec.act_dtype, spec.M, spec.H);
+    std::string refusal;
+    try {
+      auto prepared = backend->prepare(*c.experts, c.config, kGpu);
+      backend->forward(*prepared, c.config, hidden.view, logits.view, out.view, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+    ASSERT_EQ(!verdict.backend.empty(), refusal.empty())
+        << "oracle: " << (verdict.backend.empty() ? verdict.error : "accepts")
+        << "\ncuda-mma: " << (refusal.empty() ? "runs" : refusal);
+    if (refusal.empty()) {
+      EXPECT_LT(
+          test::relative_error(test::download(out, spec.act_dtype, spec.M, spec.H), c.reference),
+          bound_for(spec.act_dtype));
     }
   }
 }
