@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Builds the safetensors libFuzzer target with clang++ (-fsanitize=fuzzer,address,undefined) and
-# runs it for a bounded time, seeded with the fixture files. Used by CTest (tests/format) whatever
+# Builds one libFuzzer target with clang++ (-fsanitize=fuzzer,address,undefined) and runs it for a
+# bounded time, seeded with the matching fixture files. Used by CTest (tests/format) whatever
 # compiler the main build uses; exits 77 (CTest: skipped) when clang++ or its fuzzer runtime is
 # missing.
-#   fuzz/run_fuzzer.sh BUILD_DIR [SECONDS]
+#   fuzz/run_fuzzer.sh BUILD_DIR [SECONDS] [TARGET] [-- LIBFUZZER_ARGS...]
+# TARGET: safetensors (default), config (config.json) or index (model.safetensors.index.json).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:?usage: run_fuzzer.sh BUILD_DIR [SECONDS]}/fuzz"
+out="${1:?usage: run_fuzzer.sh BUILD_DIR [SECONDS] [TARGET]}/fuzz"
 seconds="${2:-25}"
+target="${3:-safetensors}"
+shift $(($# < 3 ? $# : 3))
+[ "${1:-}" = "--" ] && shift
 clangxx="${CLANGXX:-$(command -v clang++ || true)}"
 if [ -z "$clangxx" ]; then
   echo "skipped: clang++ not found (Debian: clang, libclang-rt-dev)"
   exit 77
 fi
-mkdir -p "$out/corpus"
+case "$target" in
+  safetensors)
+    sources=(src/format/safetensors.cpp src/core/dtype.cpp)
+    seeds='*.safetensors' ;;
+  config)
+    sources=(src/format/model_config.cpp src/config/moe_config.cpp src/quant/scheme.cpp
+             src/core/dtype.cpp)
+    seeds='config.json' ;;
+  index)
+    sources=(src/format/tensor_store.cpp src/format/safetensors.cpp src/format/mapped_file.cpp
+             src/core/dtype.cpp)
+    seeds='*.index.json' ;;
+  *) echo "unknown fuzz target '$target' (valid: safetensors, config, index)" >&2; exit 2 ;;
+esac
+corpus="$out/corpus-$target"
+mkdir -p "$corpus"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$root/include" -I"$root/src")
 if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
@@ -21,11 +40,18 @@ if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { r
   echo "skipped: $clangxx cannot link -fsanitize=fuzzer (Debian: libclang-rt-dev)"
   exit 77
 fi
-sources=("$root/fuzz/safetensors_fuzzer.cpp" "$root/src/format/safetensors.cpp"
-         "$root/src/core/dtype.cpp")
-if [ ! -x "$out/safetensors_fuzzer" ] || [ -n "$(find "${sources[@]}" "$root/src/format/safetensors.hpp" -newer "$out/safetensors_fuzzer")" ]; then
-  "$clangxx" "${flags[@]}" "${sources[@]}" -lfmt -o "$out/safetensors_fuzzer"
+binary="$out/${target}_fuzzer"
+inputs=("$root/fuzz/${target}_fuzzer.cpp")
+for s in "${sources[@]}"; do inputs+=("$root/$s"); done
+if [ ! -x "$binary" ] ||
+    [ -n "$(find "${inputs[@]}" "$root/src/format" "$root/include" -newer "$binary" -name '*.[hc]pp')" ]; then
+  "$clangxx" "${flags[@]}" "${inputs[@]}" -lfmt -o "$binary"
 fi
-find "$root/tests/data" -name '*.safetensors' -exec cp {} "$out/corpus/" \;
-"$out/safetensors_fuzzer" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
-  -rss_limit_mb=2048 -print_final_stats=1 "$out/corpus"
+n=0
+while IFS= read -r f; do
+  cp "$f" "$corpus/seed-$n"
+  n=$((n + 1))
+done < <(find "$root/tests/data" -name "$seeds" | sort)
+# libFuzzer's default exit code for a finding is 77, which CTest would read as "skipped".
+"$binary" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$out/" -print_final_stats=1 "$@" "$corpus"

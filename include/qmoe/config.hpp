@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "qmoe/dtype.hpp"
+
 namespace qmoe {
 
 enum class Activation : uint8_t {
@@ -57,6 +59,9 @@ struct MoEConfig {
   bool apply_router_weight_on_input = false;  // requires top_k == 1
   bool w13_bias = false;
   bool w2_bias = false;
+  // dtype of hidden/out. When set, the oracle checks it as the MoE is built and every forward
+  // must use it; unset, each forward checks its dtype against the chosen backend's.
+  std::optional<DType> activation_dtype;
 
   int top_k() const { return routing.top_k; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }

@@ -44,6 +44,10 @@ class MoE {
                void* stream = nullptr) const;
 
   // Same, with routing already done: topk_weights f32 [M, k], topk_ids i32 [M, k].
+  // Routing input, on every backend: ids in 0..E-1, finite weights and logits, else Error; a
+  // repeated id counts once per slot; M = 0 does nothing. CUDA backends check ids, weights and
+  // logits only when QMOE_CHECK_ROUTING=1 (a host sync per forward); otherwise out-of-range ids
+  // add nothing and non-finite values propagate.
   void forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
                       TensorView out, void* stream = nullptr) const;
 

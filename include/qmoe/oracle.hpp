@@ -37,6 +37,9 @@ struct LayerDesc {
   // Act-order w2 of a tensor-parallel shard keeps the scale table of the whole K (upstream's
   // "is_k_full = false"); this is that K, or 0 when w2's scales cover exactly its own K.
   int64_t w2_full_k = 0;
+  // Some act-order group of some expert holds other than group-size channels (g_idx not from
+  // GPTQ's act-order). Known only from the weights; describe(scheme, config) leaves it false.
+  bool act_order_uneven_groups = false;
 
   bool has_bias() const { return w13_bias || w2_bias; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }

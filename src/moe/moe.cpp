@@ -3,6 +3,8 @@
 #include "backend/backend.hpp"
 #include "core/check.hpp"
 #include "core/convert.hpp"
+#include "moe/routing_contract.hpp"
+#include "oracle/checks.hpp"
 
 namespace qmoe {
 
@@ -76,6 +78,14 @@ int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& ou
   check_tensor(out, "out", device_, M, config_.hidden);
   check(out.dtype() == hidden.dtype(), "out must have the dtype of hidden ({}), got {}",
         name(hidden.dtype()), name(out.dtype()));
+  if (config_.activation_dtype) {
+    check(hidden.dtype() == *config_.activation_dtype,
+          "hidden is {} but this MoE was built for {} activations (MoEConfig::activation_dtype)",
+          name(hidden.dtype()), name(*config_.activation_dtype));
+  } else if (const BackendDescriptor* d = find_descriptor(backend_name())) {
+    if (auto reason = unsupported_activation_dtype(*d, hidden.dtype()))
+      fail("backend '{}': {}", backend_name(), *reason);
+  }
   return M;
 }
 
@@ -90,6 +100,8 @@ void MoE::forward(TensorView hidden, TensorView router_logits, TensorView out, v
   check(router_logits.dtype() == DType::f32, "router_logits must be f32, got {}",
         name(router_logits.dtype()));
   if (M == 0) return;
+  if (device_.kind == DeviceKind::cpu)
+    check_router_logits(router_logits.data_as<const float>(), M, config_.num_experts);
   backend_->forward(*prepared_, config_, hidden, router_logits, out, stream);
 }
 
@@ -102,6 +114,10 @@ void MoE::forward_routed(TensorView hidden, TensorView topk_weights, TensorView 
   check_tensor(topk_ids, "topk_ids", device_, M, k);
   check(topk_ids.dtype() == DType::i32, "topk_ids must be i32, got {}", name(topk_ids.dtype()));
   if (M == 0) return;
+  if (device_.kind == DeviceKind::cpu) {
+    check_routed_input(topk_ids.data_as<const int32_t>(), topk_weights.data_as<const float>(), M, k,
+                       config_.num_experts);
+  }
   backend_->run(*prepared_, config_, RoutedBatch{hidden, topk_weights, topk_ids, out, stream});
 }
 

@@ -128,6 +128,13 @@ Reason check_act_order_split(const BackendDescriptor& b, const LayerDesc& l, con
       l.intermediate, l.w2_full_k);
 }
 
+Reason check_act_order_groups(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
+  if (!l.act_order_uneven_groups || b.act_order_uneven_groups) return std::nullopt;
+  return std::string(
+      "act-order groups of unequal size (some g_idx group holds other than group-size channels) "
+      "are not supported; GPTQ's act-order gives equal groups");
+}
+
 Reason check_activation(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
   if (contains(b.activations, l.activation)) return std::nullopt;
   return fmt::format("activation {} is not implemented (has {})", name(l.activation),
@@ -135,11 +142,8 @@ Reason check_activation(const BackendDescriptor& b, const LayerDesc& l, const De
 }
 
 Reason check_activation_dtype(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
-  if (!l.activation_dtype || contains(b.activation_dtypes, *l.activation_dtype))
-    return std::nullopt;
-  return fmt::format("{} activations are not supported (supports {}); convert hidden states",
-                     name(*l.activation_dtype),
-                     join(b.activation_dtypes, [](DType t) { return name(t); }));
+  if (!l.activation_dtype) return std::nullopt;
+  return unsupported_activation_dtype(b, *l.activation_dtype);
 }
 
 Reason check_bias(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
@@ -204,16 +208,29 @@ using Check = Reason (*)(const BackendDescriptor&, const LayerDesc&, const Devic
 
 // Order: what cannot change (kernel exists, device) before what the user could change (scheme,
 // activation, bias, shapes).
-constexpr std::array<Check, 12> kChecks{
-    check_written,      check_device_kind,
-    check_cpu_features, check_compute_capability,
-    check_weights,      check_act_order_split,
-    check_activation,   check_activation_dtype,
-    check_bias,         check_router_weight_on_input,
-    check_shapes,       check_limits,
+constexpr std::array<Check, 13> kChecks{
+    check_written,
+    check_device_kind,
+    check_cpu_features,
+    check_compute_capability,
+    check_weights,
+    check_act_order_split,
+    check_act_order_groups,
+    check_activation,
+    check_activation_dtype,
+    check_bias,
+    check_router_weight_on_input,
+    check_shapes,
+    check_limits,
 };
 
 }  // namespace
+
+std::optional<std::string> unsupported_activation_dtype(const BackendDescriptor& b, DType dtype) {
+  if (contains(b.activation_dtypes, dtype)) return std::nullopt;
+  return fmt::format("{} activations are not supported (supports {}); convert hidden states",
+                     name(dtype), join(b.activation_dtypes, [](DType t) { return name(t); }));
+}
 
 std::optional<std::string> first_failed_check(const BackendDescriptor& backend,
                                               const LayerDesc& layer, const DeviceDesc& device) {

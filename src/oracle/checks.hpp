@@ -13,4 +13,8 @@ namespace qmoe {
 std::optional<std::string> first_failed_check(const BackendDescriptor& backend,
                                               const LayerDesc& layer, const DeviceDesc& device);
 
+// Why `backend` cannot take hidden states of `dtype` (the oracle's own check), or nullopt.
+std::optional<std::string> unsupported_activation_dtype(const BackendDescriptor& backend,
+                                                        DType dtype);
+
 }  // namespace qmoe

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "qmoe/oracle.hpp"
 
 namespace qmoe {
@@ -16,7 +19,22 @@ LayerDesc from_config(const MoEConfig& config) {
   d.w13_bias = config.w13_bias;
   d.w2_bias = config.w2_bias;
   d.apply_router_weight_on_input = config.apply_router_weight_on_input;
+  d.activation_dtype = config.activation_dtype;
   return d;
+}
+
+// True when an expert's g_idx puts other than G channels into some group (whole-K weights only:
+// a K-split shard holds part of every group by construction).
+bool uneven_groups(const QuantizedWeight& w) {
+  if (!w.scheme.act_order || (w.K_full > 0 && w.K_full != w.K)) return false;
+  const int64_t G = w.scheme.group_size_for(w.K), groups = w.groups();
+  std::vector<int64_t> count(static_cast<size_t>(groups));
+  for (int64_t e = 0; e < w.E; ++e) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int64_t k = 0; k < w.K; ++k) ++count[w.g_idx.data_as<int32_t>()[e * w.K + k]];
+    if (std::any_of(count.begin(), count.end(), [&](int64_t c) { return c != G; })) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -33,6 +51,7 @@ LayerDesc describe(const QuantizedExperts& experts, const MoEConfig& config) {
   d.w13_bias = experts.w13().has_bias();
   d.w2_bias = experts.w2().has_bias();
   if (experts.w2().K_full > 0) d.w2_full_k = experts.w2().K_full;
+  d.act_order_uneven_groups = uneven_groups(experts.w13()) || uneven_groups(experts.w2());
   return d;
 }
 

@@ -39,7 +39,8 @@ struct BackendDescriptor {
   int group_multiple = 1;                // with kAnyGroupDividingK: groups must be multiples
   bool group_fills_whole_bytes = false;  // group size x bits must be a multiple of 8
   bool act_order = false;
-  bool act_order_split_k = false;  // act-order w2 sharded on K with full-K scales (TP > 1)
+  bool act_order_split_k = false;        // act-order w2 sharded on K with full-K scales (TP > 1)
+  bool act_order_uneven_groups = false;  // g_idx groups need not hold group-size channels each
 
   // Activations
   std::vector<Activation> activations;   // activation functions implemented

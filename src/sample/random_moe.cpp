@@ -5,10 +5,9 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/emulation/dense_forward.hpp"
 #include "core/convert.hpp"
 #include "qmoe/quantize.hpp"
-#include "route/topk.hpp"
+#include "sample/reference_moe.hpp"
 
 namespace qmoe::sample {
 
@@ -70,16 +69,15 @@ MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType a
   fill_normal(c.hidden, rng);
   c.router_logits = Buffer(DType::f32, {M, E});
   fill_normal(c.router_logits, rng);
+  // Routing and truth both come from the independent reference, never from the code under test.
+  const ReferenceRouting routing =
+      reference_route(c.config.routing, c.router_logits.data_as<float>(), M, E);
   c.topk_weights = Buffer(DType::f32, {M, top_k});
   c.topk_ids = Buffer(DType::i32, {M, top_k});
-  route_topk(c.config.routing, c.router_logits.data_as<float>(), M, E,
-             c.topk_weights.data_as<float>(), c.topk_ids.data_as<int32_t>());
-
-  c.reference = Buffer(DType::f64, {M, H});
-  const DequantizedExperts dense = dequantize(*c.experts);
-  dense_moe_forward<double>(
-      dense, c.config,
-      RoutedBatch{c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), c.reference.view()});
+  std::copy(routing.ids.begin(), routing.ids.end(), c.topk_ids.data_as<int32_t>());
+  std::transform(routing.weights.begin(), routing.weights.end(), c.topk_weights.data_as<float>(),
+                 [](double w) { return static_cast<float>(w); });
+  c.reference = reference_forward(c.config, *c.experts, c.hidden, routing);
   return c;
 }
 

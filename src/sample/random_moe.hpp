@@ -29,9 +29,9 @@ struct MoECase {
   std::unique_ptr<QuantizedExperts> experts;
   Buffer hidden;         // act_dtype [M, H], N(0, 1)
   Buffer router_logits;  // f32 [M, E], N(0, 1)
-  Buffer topk_weights;   // f32 [M, k], from the CPU reference router
+  Buffer topk_weights;   // f32 [M, k], from the independent float64 router (reference_moe.hpp)
   Buffer topk_ids;       // i32 [M, k]
-  Buffer reference;      // f64 [M, H]: dense forward on the dequantized weights, f64 throughout
+  Buffer reference;      // f64 [M, H]: the independent float64 forward (reference_moe.hpp)
 };
 
 // Random float weights ~ N(0, 1/K) quantized with the reference quantizer (random act-order

@@ -1,7 +1,8 @@
-// The cpu backend against the float64 dense forward, for every SIMD variant this machine runs
-// (forced through QMOE_CPU_ISA), over every scheme it declares and shapes chosen to hit the
-// packing edges: H and I not multiples of 16/64 (padded panels), E not a power of two, top-k up
-// to 8, M from 1 to 300 (token tiles with remainders), f32/f16/bf16 activations.
+// The cpu backend against the independent float64 reference (src/sample/reference_moe.hpp), for
+// every SIMD variant this machine runs (forced through QMOE_CPU_ISA), over every scheme it declares
+// and shapes chosen to hit the packing edges: H and I not multiples of 16/64 (padded panels), E not
+// a power of two, top-k up to 8, M from 1 to 300 (token tiles with remainders), f32/f16/bf16
+// activations.
 //
 // Error bound, normalized ||out - ref|| / ||ref||:
 //   f32 math: dequantization as q*s - z*s in one FMA (<= 2 ulp per weight), f32 accumulation

@@ -63,7 +63,11 @@ TEST(CpuBackend, RejectsActOrderGroupsOfUnequalSize) {
   QuantizedWeight w13 = c.experts->w13().clone();
   w13.g_idx.data_as<int32_t>()[0] = 1 - w13.g_idx.data_as<int32_t>()[0];  // one channel moves
   const QuantizedExperts moved(std::move(w13), c.experts->w2().clone());
-  EXPECT_TRUE(throws_error_with([&] { MoE(c.config, moved, "cpu"); }, "exactly the group size"));
+  EXPECT_TRUE(
+      throws_error_with([&] { prepare_on_cpu(moved, c.config); }, "exactly the group size"));
+  // The oracle knows the rule too, so the MoE is refused before prepare runs.
+  EXPECT_TRUE(
+      throws_error_with([&] { MoE(c.config, moved, "cpu"); }, "act-order groups of unequal size"));
 }
 
 TEST(CpuBackend, RejectsKSplitActOrderShard) {

@@ -1,68 +1,18 @@
-// CPU reference routing against an independent float64 implementation written from the spec
-// (shared/spec/vllm-wna16-moe.md 1.5), over many shapes, with exact ties and grouped top-k.
+// CPU reference routing against the independent float64 router of the test truth
+// (src/sample/reference_moe.hpp), over many shapes, with exact ties and grouped top-k.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "qmoe/error.hpp"
 #include "route/topk.hpp"
+#include "sample/reference_moe.hpp"
 
 namespace qmoe {
 namespace {
-
-struct Expected {
-  std::vector<int> ids;
-  std::vector<double> weights;
-};
-
-// Straight from the definition: scores, biased choice, group mask, then k rounds of arg-max
-// (first maximum = lowest id on ties).
-Expected reference_route(const RoutingConfig& c, const std::vector<float>& logits) {
-  const int E = static_cast<int>(logits.size());
-  std::vector<double> score(E), choice(E);
-  double peak = *std::max_element(logits.begin(), logits.end()), total = 0;
-  for (int e = 0; e < E; ++e) total += std::exp(double(logits[e]) - peak);
-  for (int e = 0; e < E; ++e) {
-    score[e] = c.scoring == Scoring::softmax ? std::exp(double(logits[e]) - peak) / total
-                                             : 1.0 / (1.0 + std::exp(-double(logits[e])));
-    choice[e] = score[e] + (c.correction_bias.empty() ? 0.0 : c.correction_bias[e]);
-  }
-  if (c.n_group > 0) {
-    const int per = E / c.n_group;
-    std::vector<double> gscore(c.n_group);
-    for (int g = 0; g < c.n_group; ++g) {
-      std::vector<double> m(choice.begin() + g * per, choice.begin() + (g + 1) * per);
-      std::sort(m.rbegin(), m.rend());
-      gscore[g] = c.correction_bias.empty() ? m[0] : m[0] + m[1];
-    }
-    std::vector<bool> kept(c.n_group, false);
-    for (int r = 0; r < c.topk_group; ++r) {
-      int best = -1;
-      for (int g = 0; g < c.n_group; ++g)
-        if (!kept[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
-      kept[best] = true;
-    }
-    for (int e = 0; e < E; ++e)
-      if (!kept[e / per]) choice[e] = -INFINITY;
-  }
-  Expected out;
-  std::vector<bool> taken(E, false);
-  for (int j = 0; j < c.top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e)
-      if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
-    taken[best] = true;
-    out.ids.push_back(best);
-    out.weights.push_back(score[best]);
-  }
-  const double sum = std::accumulate(out.weights.begin(), out.weights.end(), 0.0);
-  for (double& w : out.weights) w = (c.renormalize ? w / sum : w) * c.routed_scaling_factor;
-  return out;
-}
 
 struct RouteCase {
   const char* name;
@@ -100,8 +50,8 @@ TEST_P(RoutingMatchesDefinition, IdsExactWeightsToFloatRounding) {
     std::vector<int32_t> ids(static_cast<size_t>(M) * p.k);
     route_topk(c, logits.data(), M, p.E, weights.data(), ids.data());
     for (int m = 0; m < M; ++m) {
-      const Expected want = reference_route(
-          c, std::vector<float>(logits.begin() + m * p.E, logits.begin() + (m + 1) * p.E));
+      const sample::ReferenceRouting want =
+          sample::reference_route(c, logits.data() + m * p.E, 1, p.E);
       for (int j = 0; j < p.k; ++j) {
         EXPECT_EQ(ids[m * p.k + j], want.ids[j]) << "token " << m << " slot " << j;
         // float softmax/sigmoid and one division: a few ulps of float.

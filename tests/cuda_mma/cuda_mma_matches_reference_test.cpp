@@ -1,4 +1,5 @@
-// cuda-mma against the float64 reference (tests/support/moe_case.hpp) on fresh random data.
+// cuda-mma against the independent float64 reference (src/sample/reference_moe.hpp) on fresh
+// random data.
 //
 // Bounds, normalized error ||out - ref|| / ||ref||: the codes enter the mma as exact integers
 // and accumulate in fp32, so the error comes from the four roundings to the activation dtype
@@ -39,15 +40,13 @@ namespace qmoe {
 namespace {
 
 using test::CaseSpec;
-
-using test::scheme;
-
-double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
-
 using test::download;
 using test::kGpu;
 using test::OnDevice;
 using test::poisoned_output;
+using test::scheme;
+
+double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
 
 class CudaMma : public testing::Test {
  protected:

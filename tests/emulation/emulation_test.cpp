@@ -1,7 +1,7 @@
-// The emulation backend (float accumulation) against the float64 dense forward, through the
-// public MoE API. Error sources: f32 accumulation over K <= 512 and f32 activations, so the
-// normalized error stays near 1e-6; 1e-5 leaves margin without hiding a wrong formula (a missing
-// bias or a wrong group would give errors of order 1e-1).
+// The emulation backend (float accumulation) against the independent float64 reference
+// (src/sample/reference_moe.hpp), through the public MoE API. Error sources: f32 accumulation
+// over K <= 512 and f32 activations, so the normalized error stays near 1e-6; 1e-5 leaves margin
+// without hiding a wrong formula (a missing bias or a wrong group would give errors of order 1e-1).
 #include <gtest/gtest.h>
 
 #include "qmoe/error.hpp"

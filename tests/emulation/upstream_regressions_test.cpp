@@ -1,7 +1,13 @@
-// Upstream bugs (shared/spec/vllm-wna16-moe.md section 8) that concern the reference path, as
-// named cases. Bounds as in emulation_test.cpp: f32 accumulation, normalized error below 1e-5.
+// Upstream bugs (the vLLM WNA16 MoE spec, section 8) that concern the forward's numbers, as named
+// cases, against the independent float64 reference. Bounds as in emulation_test.cpp: f32
+// accumulation, normalized error below 1e-5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/moe_case.hpp"
@@ -9,24 +15,55 @@
 namespace qmoe {
 namespace {
 
-double emulation_error(const test::CaseSpec& spec) {
-  test::MoECase c = test::make_case(spec);
-  MoE moe(c.config, *c.experts, "emulation");
-  Buffer out(spec.act_dtype, {spec.M, spec.H});
+double error_of(const test::MoECase& c, const std::string& backend) {
+  MoE moe(c.config, *c.experts, backend);
+  Buffer out(c.hidden.dtype(), {c.hidden.dim(0), c.config.hidden});
   moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), out.view());
   return test::relative_error(out, c.reference);
 }
 
-// #2: the int8 quant config once used w1's bias for w2. Distinct random b13 and b2 per expert.
+double emulation_error(const test::CaseSpec& spec) {
+  return error_of(test::make_case(spec), "emulation");
+}
+
+// The CPU backends of this build (the cpu backend needs x86-64).
+std::vector<std::string> host_backends() {
+  std::vector<std::string> names{"emulation"};
+  if (find_backend("cpu") && host_cpu().has(CpuFeature::x86_64)) names.emplace_back("cpu");
+  return names;
+}
+
+// #2: the int8 quant config once used w1's bias for w2. Distinct random b13 and b2 per expert,
+// both large enough that swapping them (or dropping one) moves the output far past the bound.
 TEST(UpstreamRegression, Int8LayerUsesW2BiasForW2) {
-  EXPECT_LT(emulation_error({.E = 4,
-                             .H = 64,
-                             .I = 48,
-                             .M = 5,
-                             .top_k = 2,
-                             .scheme = QuantScheme{.bits = 8, .group_size = 16},
-                             .bias = true}),
-            1e-5);
+  const test::MoECase c = test::make_case({.E = 4,
+                                           .H = 64,
+                                           .I = 48,
+                                           .M = 5,
+                                           .top_k = 2,
+                                           .scheme = QuantScheme{.bits = 8, .group_size = 16},
+                                           .bias = true});
+  for (const std::string& backend : host_backends())
+    EXPECT_LT(error_of(c, backend), 1e-5) << backend;
+}
+
+// #20: a kernel added the bias before dequantization, i.e. scaled it by the group scale. With
+// scales far from 1 (here all below 0.5) that bias is off by the scale, so every backend must
+// add it after dequantizing.
+TEST(UpstreamRegression, BiasIsAddedAfterDequantizationWithNonUnitScales) {
+  test::MoECase c = test::make_case({.E = 3,
+                                     .H = 64,
+                                     .I = 64,
+                                     .M = 6,
+                                     .top_k = 2,
+                                     .scheme = test::scheme(4, 16, true),
+                                     .bias = true});
+  for (const QuantizedWeight* w : {&c.experts->w13(), &c.experts->w2()}) {
+    const auto scales = w->scales.span<float>();
+    ASSERT_LT(*std::max_element(scales.begin(), scales.end()), 0.5f);
+  }
+  for (const std::string& backend : host_backends())
+    EXPECT_LT(error_of(c, backend), 1e-5) << backend;
 }
 
 // #12: emulation baked zero points in and an assert on zeros crashed for asymmetric input.

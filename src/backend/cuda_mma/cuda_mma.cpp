@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
@@ -15,6 +16,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/routing.hpp"
+#include "moe/routing_contract.hpp"
 
 namespace qmoe {
 
@@ -119,6 +121,17 @@ void check_on_device(const TensorView& t, const char* what, int device) {
   check(t.is_contiguous(), "cuda-mma: {} must be contiguous, got {}", what, t.describe());
 }
 
+// A device tensor's elements on the host, after the stream's earlier work (a host sync: only in
+// the routing-checking mode).
+template <class T>
+std::vector<T> on_host(const TensorView& t, cudaStream_t stream) {
+  std::vector<T> host(static_cast<size_t>(t.numel()));
+  QMOE_CUDA_CHECK(cudaMemcpyAsync(host.data(), t.data(), host.size() * sizeof(T),
+                                  cudaMemcpyDeviceToHost, stream));
+  QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
 class CudaMmaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda-mma"; }
@@ -150,6 +163,14 @@ class CudaMmaBackend final : public Backend {
     check(batch.topk_ids.dim(1) == p.top_k, "cuda-mma: prepared for top-{}, got topk_ids {}",
           p.top_k, batch.topk_ids.describe());
     const auto stream = static_cast<cudaStream_t>(batch.stream);
+    // Without the checking mode, ids outside 0..E-1 are skipped by the alignment (the slot adds
+    // nothing) and repeated ids are computed twice; the checking mode makes them errors as on
+    // the host backends.
+    if (routing_checks_on()) {
+      check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
+                         on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
+                         p.top_k, p.E);
+    }
     run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
   }
 
@@ -159,6 +180,10 @@ class CudaMmaBackend final : public Backend {
     DeviceScope scope(p.device);
     check_on_device(router_logits, "router_logits", p.device);
     const int64_t M = hidden.dim(0);
+    if (routing_checks_on()) {
+      check_router_logits(on_host<float>(router_logits, static_cast<cudaStream_t>(stream)).data(),
+                          M, config.num_experts);
+    }
     const Workspace& ws = p.workspace(static_cast<cudaStream_t>(stream), M);
     const RoutingParams params = routing_params(
         config.routing, p.correction_bias.empty() ? nullptr : p.correction_bias.as<float>());

@@ -20,6 +20,7 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.group_multiple = 32;
     b.act_order = true;
+    b.act_order_uneven_groups = true;
     b.act_order_split_k = true;
     b.activations = all_activations();
     b.activation_dtypes = {DType::bf16, DType::f16};

@@ -17,6 +17,7 @@ const BackendDescriptor& emulation_descriptor() {
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.act_order = true;
+    b.act_order_uneven_groups = true;
     b.act_order_split_k = true;
     b.activations = all_activations();
     b.activation_dtypes = {DType::f32, DType::f16, DType::bf16};

@@ -1,0 +1,187 @@
+#include "sample/reference_moe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/check.hpp"
+#include "core/convert.hpp"
+
+namespace qmoe::sample {
+
+namespace {
+
+// e2m1: bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa; exponent 0 is subnormal.
+double e2m1_value(int code) {
+  const int exponent = (code >> 1) & 3, mantissa = code & 1;
+  const double magnitude =
+      exponent == 0 ? 0.5 * mantissa : std::ldexp(1.0 + 0.5 * mantissa, exponent - 1);
+  return (code & 8) ? -magnitude : magnitude;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// One output of the activation for intermediate channel j of a GEMM1 row `h` (2I or I wide).
+double activate(const MoEConfig& c, const std::vector<double>& h, int64_t I, int64_t j) {
+  const double alpha = c.activation_params.alpha, limit = c.activation_params.limit;
+  const auto clamped_swiglu = [&](double gate, double up, double beta) {
+    gate = std::min(gate, limit);
+    up = std::max(-limit, std::min(up, limit));
+    return gate * sigmoid(alpha * gate) * (up + beta);
+  };
+  const auto gelu = [](double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  const auto gelu_tanh = [](double x) {
+    const double inner = std::sqrt(2.0 / M_PI) * (x + 0.044715 * std::pow(x, 3));
+    return 0.5 * x * (1.0 + std::tanh(inner));
+  };
+  switch (c.activation) {
+    case Activation::silu: return h[j] * sigmoid(h[j]) * h[I + j];
+    case Activation::gelu: return gelu(h[j]) * h[I + j];
+    case Activation::gelu_tanh: return gelu_tanh(h[j]) * h[I + j];
+    case Activation::swigluoai: return clamped_swiglu(h[2 * j], h[2 * j + 1], 1.0);
+    case Activation::swigluoai_uninterleave:
+      return clamped_swiglu(h[j], h[I + j], c.activation_params.beta);
+    case Activation::silu_no_mul: return h[j] * sigmoid(h[j]);
+    case Activation::gelu_no_mul: return gelu(h[j]);
+    case Activation::gelu_tanh_no_mul: return gelu_tanh(h[j]);
+    case Activation::relu2_no_mul: return h[j] <= 0.0 ? 0.0 : h[j] * h[j];
+  }
+  fail("reference: unknown activation");
+}
+
+// One expert's weight decoded to float64, row-major [N, K], plus its bias (empty if none).
+struct DecodedExpert {
+  std::vector<double> w, bias;
+};
+
+DecodedExpert decode_expert(const QuantizedWeight& q, int64_t e) {
+  DecodedExpert d;
+  d.w.resize(static_cast<size_t>(q.N * q.K));
+  for (int64_t n = 0; n < q.N; ++n)
+    for (int64_t k = 0; k < q.K; ++k) d.w[n * q.K + k] = reference_weight(q, e, n, k);
+  if (!q.bias.empty())
+    d.bias.assign(q.bias.data_as<float>() + e * q.N, q.bias.data_as<float>() + (e + 1) * q.N);
+  return d;
+}
+
+// y = W x + b over one decoded expert.
+std::vector<double> apply(const DecodedExpert& d, const std::vector<double>& x, int64_t N) {
+  const int64_t K = static_cast<int64_t>(x.size());
+  std::vector<double> y(N);
+  for (int64_t n = 0; n < N; ++n) {
+    double acc = d.bias.empty() ? 0.0 : d.bias[n];
+    for (int64_t k = 0; k < K; ++k) acc += d.w[n * K + k] * x[k];
+    y[n] = acc;
+  }
+  return y;
+}
+
+}  // namespace
+
+double reference_weight(const QuantizedWeight& w, int64_t e, int64_t n, int64_t k) {
+  const QuantScheme& s = w.scheme;
+  const int64_t row_bytes = s.bits == 8 ? w.K : w.K / 2;
+  const uint8_t* row = w.codes.data_as<uint8_t>() + (e * w.N + n) * row_bytes;
+  // 4-bit: element 2i in the low nibble of byte i, 2i+1 in the high one.
+  const int code = s.bits == 8 ? row[k] : (row[k / 2] >> (k % 2 == 0 ? 0 : 4)) & 0xf;
+  const int64_t scale_K = w.K_full > 0 ? w.K_full : w.K;
+  const int64_t group_size = s.group_size == kChannelwise ? scale_K : s.group_size;
+  const int64_t groups = scale_K / group_size;
+  const int64_t group = s.act_order ? w.g_idx.data_as<int32_t>()[e * w.K + k] : k / group_size;
+  const int64_t at = (e * w.N + n) * groups + group;
+  if (s.kind == WeightKind::mxfp4)
+    return e2m1_value(code) * std::ldexp(1.0, int{w.scales.data_as<uint8_t>()[at]} - 127);
+  const int zero =
+      s.zero_point == ZeroPoint::explicit_ ? w.zeros.data_as<uint8_t>()[at] : 1 << (s.bits - 1);
+  return double(code - zero) * double(w.scales.data_as<float>()[at]);
+}
+
+ReferenceRouting reference_route(const RoutingConfig& c, const float* logits, int64_t M,
+                                 int64_t E) {
+  ReferenceRouting r;
+  r.top_k = c.top_k;
+  std::vector<double> score(E), choice(E);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = logits + m * E;
+    const double peak = *std::max_element(row, row + E);
+    double total = 0.0;
+    for (int64_t e = 0; e < E; ++e) total += std::exp(double(row[e]) - peak);
+    for (int64_t e = 0; e < E; ++e) {
+      score[e] = c.scoring == Scoring::softmax ? std::exp(double(row[e]) - peak) / total
+                                               : sigmoid(double(row[e]));
+      choice[e] = score[e] + (c.correction_bias.empty() ? 0.0 : c.correction_bias[e]);
+    }
+    if (c.n_group > 0) {
+      const int64_t per = E / c.n_group;
+      std::vector<double> group_score(c.n_group);
+      for (int g = 0; g < c.n_group; ++g) {
+        std::vector<double> members(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+        std::sort(members.rbegin(), members.rend());
+        group_score[g] = c.correction_bias.empty() ? members[0] : members[0] + members[1];
+      }
+      std::vector<bool> kept(c.n_group, false);
+      for (int round = 0; round < c.topk_group; ++round) {
+        int best = -1;
+        for (int g = 0; g < c.n_group; ++g)
+          if (!kept[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+        kept[best] = true;
+      }
+      for (int64_t e = 0; e < E; ++e)
+        if (!kept[e / per]) choice[e] = -INFINITY;
+    }
+    std::vector<bool> taken(E, false);
+    double sum = 0.0;
+    for (int j = 0; j < c.top_k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e)
+        if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
+      taken[best] = true;
+      r.ids.push_back(static_cast<int32_t>(best));
+      r.weights.push_back(score[best]);
+      sum += score[best];
+    }
+    for (int j = 0; j < c.top_k; ++j) {
+      double& w = r.weights[r.weights.size() - c.top_k + j];
+      w = (c.renormalize ? w / sum : w) * c.routed_scaling_factor;
+    }
+  }
+  return r;
+}
+
+Buffer reference_forward(const MoEConfig& c, const QuantizedExperts& experts, const Buffer& hidden,
+                         const ReferenceRouting& routing) {
+  const int64_t M = hidden.dim(0), H = c.hidden, I = c.intermediate, k = routing.top_k;
+  const int64_t gemm1_rows = is_gated(c.activation) ? 2 * I : I;
+  Buffer out(DType::f64, {M, H});
+  std::map<int64_t, std::pair<DecodedExpert, DecodedExpert>> decoded;  // only experts used
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<double> sum(H, 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = routing.ids[m * k + j];
+      check(e >= 0 && e < c.num_experts, "reference: token {} slot {} routes to expert {} of {}", m,
+            j, e, c.num_experts);
+      auto it = decoded.find(e);
+      if (it == decoded.end())
+        it = decoded
+                 .emplace(
+                     e, std::pair{decode_expert(experts.w13(), e), decode_expert(experts.w2(), e)})
+                 .first;
+      const double weight = routing.weights[m * k + j];
+      std::vector<double> x(H);
+      for (int64_t i = 0; i < H; ++i) {
+        x[i] = load_as_double(hidden.data(), hidden.dtype(), m * H + i);
+        if (c.apply_router_weight_on_input) x[i] *= weight;
+      }
+      const std::vector<double> h = apply(it->second.first, x, gemm1_rows);
+      std::vector<double> a(I);
+      for (int64_t i = 0; i < I; ++i) a[i] = activate(c, h, I, i);
+      const std::vector<double> y = apply(it->second.second, a, H);
+      const double scale = c.apply_router_weight_on_input ? 1.0 : weight;
+      for (int64_t i = 0; i < H; ++i) sum[i] += scale * y[i];
+    }
+    std::copy(sum.begin(), sum.end(), out.data_as<double>() + m * H);
+  }
+  return out;
+}
+
+}  // namespace qmoe::sample
