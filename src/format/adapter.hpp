@@ -18,6 +18,9 @@ struct ProjectionSpec {
   int64_t N = 0, K = 0;
   QuantScheme scheme;
   int gptq_version = 1;
+  // The reader may deliver the codes already in the canonical packing (Projection::packed)
+  // instead of unpacked, when its format allows a straight copy.
+  bool packed_ok = false;
 };
 
 class FormatAdapter {

@@ -11,9 +11,11 @@
 namespace qmoe::format {
 
 struct WeightStats {
-  std::vector<int64_t> shape;  // [E, N, K]
-  int64_t zero_scales = 0;     // a zero scale silences its whole group
-  float min_abs_scale = 0, max_abs_scale = 0;
+  std::vector<int64_t> shape;    // [E, N, K]
+  int64_t zero_scales = 0;       // a zero scale silences its whole group
+  int64_t nonfinite_scales = 0;  // NaN / Inf (MXFP4: the e8m0 NaN code 0xFF)
+  int64_t nonfinite_bias = 0;
+  float min_abs_scale = 0, max_abs_scale = 0;  // over the finite scales
 };
 
 struct LayerReport {
@@ -29,6 +31,9 @@ struct CheckpointReport {
   MoEConfig moe;
   std::vector<LayerReport> layers;
   std::vector<std::string> findings;  // one line per suspicious thing, layer by layer
+  // How many findings make the checkpoint unusable as it is: layers that do not load or are
+  // missing, NaN / Inf scales or biases. (Zero scales are findings, but not problems.)
+  int64_t problems = 0;
 };
 
 CheckpointReport inspect(const Checkpoint& checkpoint);
