@@ -92,16 +92,26 @@ const TensorInfo* TensorStore::find(std::string_view name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-void TensorStore::release_pages(std::string_view prefix) const {
+namespace {
+
+// madvise(advice) over the whole pages that lie inside tensors named `prefix`...; the pages at a
+// tensor's ends may hold a neighbour's bytes and are left alone.
+void advise_pages(const std::map<std::string, TensorInfo, std::less<>>& tensors,
+                  std::string_view prefix, int advice) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (auto it = tensors_.lower_bound(prefix);
-       it != tensors_.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+  for (auto it = tensors.lower_bound(prefix);
+       it != tensors.end() && std::string_view(it->first).starts_with(prefix); ++it) {
     const auto begin = reinterpret_cast<uintptr_t>(it->second.bytes.data());
     const uintptr_t end = begin + it->second.bytes.size();
-    // Whole pages inside the tensor only: the pages at its ends may hold a neighbour's bytes.
     const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, advice);
   }
+}
+
+}  // namespace
+
+void TensorStore::release_pages(std::string_view prefix) const {
+  advise_pages(tensors_, prefix, MADV_DONTNEED);
 }
 
 const TensorInfo& TensorStore::at(std::string_view name) const {
