@@ -373,7 +373,10 @@ void run_bench(const BenchOptions& o) {
     print_table(rows, ceil);
   }
   if (!o.plot.empty()) {
-    write_plot(o.plot, rows, title);
+    write_plot(o.plot, rows,
+               fmt::format("{}, E={} H={} I={} top-{}, on {}", to_string(experts.w13().scheme),
+                           config.num_experts, config.hidden, config.intermediate, config.top_k(),
+                           to_string(device)));
     if (!o.json) fmt::print("wrote {}\n", o.plot);
   }
   for (const Row& r : rows)
