@@ -75,6 +75,77 @@ QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const Quant
   return w;
 }
 
+namespace {
+
+// Expert e of a buffer whose first dimension is the expert: a copy with that dimension 1.
+Buffer expert_slice(const Buffer& b, int64_t e) {
+  if (b.empty()) return {};
+  std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+  const int64_t bytes = b.nbytes() / shape[0];
+  shape[0] = 1;
+  Buffer out(b.dtype(), std::span<const int64_t>(shape));
+  std::memcpy(out.data(), static_cast<const std::byte*>(b.data()) + e * bytes,
+              static_cast<size_t>(bytes));
+  return out;
+}
+
+QuantizedWeight expert_slice(const QuantizedWeight& w, int64_t e) {
+  QuantizedWeight one;
+  one.scheme = w.scheme;
+  one.E = 1;
+  one.N = w.N;
+  one.K = w.K;
+  one.K_full = w.K_full;
+  one.codes = expert_slice(w.codes, e);
+  one.scales = expert_slice(w.scales, e);
+  one.zeros = expert_slice(w.zeros, e);
+  one.g_idx = expert_slice(w.g_idx, e);
+  one.bias = expert_slice(w.bias, e);
+  return one;
+}
+
+}  // namespace
+
+Buffer reference_forward(const MoEConfig& config, const QuantizedExperts& experts,
+                         const Buffer& hidden, const Buffer& topk_weights, const Buffer& topk_ids) {
+  const int64_t M = hidden.shape()[0], H = config.hidden, k = topk_ids.shape()[1];
+  Buffer reference(DType::f64, {M, H});
+  double* sum = reference.data_as<double>();
+  const int32_t* ids = topk_ids.data_as<int32_t>();
+  const float* weights = topk_weights.data_as<float>();
+  for (int64_t e = 0; e < experts.num_experts(); ++e) {
+    std::vector<int64_t> pairs;
+    for (int64_t p = 0; p < M * k; ++p) {
+      check(ids[p] >= 0 && ids[p] < experts.num_experts(),
+            "topk_ids[{}, {}] = {} is not an expert id (0..{})", p / k, p % k, ids[p],
+            experts.num_experts() - 1);
+      if (ids[p] == e) pairs.push_back(p);
+    }
+    if (pairs.empty()) continue;
+    const int64_t P = static_cast<int64_t>(pairs.size());
+    Buffer x(hidden.dtype(), {P, H}), w(DType::f32, {P, 1}), id(DType::i32, {P, 1});
+    Buffer out(DType::f64, {P, H});
+    const int64_t row_bytes = H * size_of(hidden.dtype());
+    for (int64_t r = 0; r < P; ++r) {
+      const int64_t m = pairs[static_cast<size_t>(r)] / k;
+      std::memcpy(static_cast<std::byte*>(x.data()) + r * row_bytes,
+                  static_cast<const std::byte*>(hidden.data()) + m * row_bytes,
+                  static_cast<size_t>(row_bytes));
+      w.data_as<float>()[r] = weights[pairs[static_cast<size_t>(r)]];
+    }
+    const DequantizedExperts dense =
+        dequantize(QuantizedExperts(expert_slice(experts.w13(), e), expert_slice(experts.w2(), e)));
+    // Each pair runs as a token routed to this one expert (id 0 of the slice) alone.
+    dense_moe_forward<double>(dense, config,
+                              RoutedBatch{x.view(), w.view(), id.view(), out.view()});
+    for (int64_t r = 0; r < P; ++r) {
+      const int64_t m = pairs[static_cast<size_t>(r)] / k;
+      for (int64_t c = 0; c < H; ++c) sum[m * H + c] += out.data_as<double>()[r * H + c];
+    }
+  }
+  return reference;
+}
+
 MoECase make_case(const CaseSpec& s) {
   std::mt19937_64 rng(s.seed);
   MoEConfig config;
@@ -123,11 +194,7 @@ MoECase make_case(MoEConfig config, QuantizedExperts experts, Buffer hidden, Buf
   route_topk(c.config.routing, c.router_logits.data_as<float>(), M, E,
              c.topk_weights.data_as<float>(), c.topk_ids.data_as<int32_t>());
 
-  c.reference = Buffer(DType::f64, {M, H});
-  const DequantizedExperts dense = dequantize(*c.experts);
-  dense_moe_forward<double>(
-      dense, c.config,
-      RoutedBatch{c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), c.reference.view()});
+  c.reference = reference_forward(c.config, *c.experts, c.hidden, c.topk_weights, c.topk_ids);
   return c;
 }
 

@@ -55,6 +55,12 @@ MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType a
 // throws Error naming the expected shape when they do not fit the layer.
 MoECase make_case(MoEConfig config, QuantizedExperts experts, Buffer hidden, Buffer router_logits);
 
+// The float64 ground truth of routed tokens: for each (token, expert) pair, the dense forward of
+// that expert's dequantized weights, weighted and summed per token. One expert is dequantized at a
+// time, so the memory needed is the layer plus one expert in f32 (not the layer in f32).
+Buffer reference_forward(const MoEConfig& config, const QuantizedExperts& experts,
+                         const Buffer& hidden, const Buffer& topk_weights, const Buffer& topk_ids);
+
 // ||out - reference|| / ||reference|| over all elements; out may be f64, f32, f16 or bf16.
 double relative_error(const Buffer& out, const Buffer& reference);
 
