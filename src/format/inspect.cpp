@@ -74,7 +74,7 @@ nlohmann::ordered_json to_json(const WeightStats& s) {
 
 }  // namespace
 
-CheckpointReport inspect(const Checkpoint& checkpoint) {
+CheckpointReport inspect(const Checkpoint& checkpoint, const std::function<void()>& layer_done) {
   CheckpointReport r;
   r.dir = checkpoint.dir().string();
   r.format = std::string(checkpoint.format());
@@ -104,6 +104,7 @@ CheckpointReport inspect(const Checkpoint& checkpoint) {
       ++r.problems;
     }
     r.layers.push_back(std::move(l));
+    if (layer_done) layer_done();
   }
   for (int layer : checkpoint.missing_layers()) {
     r.findings.push_back(fmt::format(

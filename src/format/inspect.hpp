@@ -2,6 +2,7 @@
 // What `qmoe inspect` reports about a checkpoint: per MoE layer its shapes, bytes and anything
 // suspicious, without stopping at the first bad layer.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@ struct CheckpointReport {
   int64_t problems = 0;
 };
 
-CheckpointReport inspect(const Checkpoint& checkpoint);
+// `layer_done`, when given, is called after each layer (for a progress display).
+CheckpointReport inspect(const Checkpoint& checkpoint,
+                         const std::function<void()>& layer_done = {});
 nlohmann::ordered_json to_json(const CheckpointReport& report);
 
 }  // namespace qmoe::format

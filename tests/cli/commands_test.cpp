@@ -123,6 +123,7 @@ TEST(Run, SaysOneTokenAndTimesInAReadableUnit) {
       "layer 1: cpu on cpu, 1 token in f32: [0-9.]+ (ns|µs|ms|s) per forward, [0-9.]+ [kMG]?B/s "
       "of weights, [0-9.e+-]+ TFLOP/s, rel. error [0-9.e+-]+ \\(bound 5.0e-03\\)\\n");
   EXPECT_TRUE(std::regex_search(r.out, line)) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "a progress line outside a terminal";
 }
 
 TEST(Verify, FailsWhenABackendsOutputIsNotFinite) {

@@ -7,6 +7,7 @@
 
 #include "command.hpp"
 #include "format/inspect.hpp"
+#include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "units.hpp"
 
@@ -17,6 +18,7 @@ struct InspectOptions {
   std::string dir;
   bool json = false;
   bool moe_wna16 = false;
+  bool quiet = false;
 };
 
 void print_table(const format::CheckpointReport& r) {
@@ -62,7 +64,10 @@ void print_table(const format::CheckpointReport& r) {
 
 void run_inspect(const InspectOptions& o) {
   const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
-  const format::CheckpointReport report = format::inspect(ckpt);
+  Progress progress("loading layer", static_cast<int64_t>(ckpt.moe_layers().size()),
+                    !o.quiet && !o.json);
+  const format::CheckpointReport report = format::inspect(ckpt, [&] { progress.step(); });
+  progress.clear();
   if (o.json) {
     fmt::print("{}\n", format::to_json(report).dump(2));
   } else {
@@ -82,6 +87,7 @@ void add_inspect(CLI::App& root) {
   cmd->add_flag("--json", options->json, "Print JSON instead of a table");
   cmd->add_flag("--moe-wna16", options->moe_wna16,
                 "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  cmd->add_flag("--quiet", options->quiet, "No progress line");
   cmd->callback([options] { run_inspect(*options); });
 }
 
