@@ -71,7 +71,9 @@ struct Checkpoint::Impl {
   }
   // The scheme of one expert module, with the dtype its scales are stored in.
   QuantScheme module_scheme(const std::string& module, int layer) const;
-  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s) const;
+  // `codes_out`: where the canonical codes go when the format can write them there directly.
+  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s,
+                          uint8_t* codes_out) const;
   void check_router(int layer) const;
   void require_layer(int layer) const;
   std::vector<int> layers() const;
@@ -115,7 +117,7 @@ QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer
 }
 
 format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
-                                          const QuantScheme& s) const {
+                                          const QuantScheme& s, uint8_t* codes_out) const {
   const std::string module = layout.expert_module(layer, expert, role);
   const QuantScheme actual = module_scheme(module, layer);
   check(actual == s,
@@ -128,7 +130,7 @@ format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
                                     .K = down ? config.moe.intermediate : config.moe.hidden,
                                     .scheme = s,
                                     .gptq_version = config.quant.gptq_version,
-                                    .packed_ok = true};
+                                    .codes_out = codes_out};
   format::Projection p = adapter().read(store, spec);
   // Converted: the file's pages of this module are not needed again (they stay in the page
   // cache), so they leave this process's memory.
@@ -251,13 +253,11 @@ QuantizedExperts Checkpoint::load_layer(int layer) const {
   format::for_each_index(c.num_experts, [&](int64_t e) {
     int part = 0;
     for (Role role : roles) {
-      const format::Projection p = m.read(layer, e, role, s);
-      if (role == Role::down) {
-        format::put_projection(w2, e, 0, 0, p, what + " w2");
-      } else {
-        format::put_projection(w13, e, part == 0 ? 0 : c.intermediate, part, p, what + " w13");
-        ++part;
-      }
+      QuantizedWeight& w = role == Role::down ? w2 : w13;
+      const int64_t row0 = role == Role::down || part == 0 ? 0 : c.intermediate;
+      const format::Projection p = m.read(layer, e, role, s, format::stacked_codes(w, e, row0));
+      format::put_projection(w, e, row0, role == Role::down ? 0 : part++, p,
+                             what + (role == Role::down ? " w2" : " w13"));
     }
   });
   return QuantizedExperts(std::move(w13), std::move(w2));

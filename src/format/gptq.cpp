@@ -36,11 +36,11 @@ class GptqAdapter final : public FormatAdapter {
     Projection p;
     const TensorInfo& qweight = store.at(spec.module + ".qweight");
     expect_tensor(qweight, {StDType::i32}, {K / pf, N});
-    if (spec.packed_ok) {
+    if (spec.codes_out) {
       p.codes.rows = N;
       p.codes.cols = K;
-      p.packed.resize(static_cast<size_t>(N * K * s.bits / 8));
-      transpose_words(qweight.bytes, K / pf, N, p.packed.data());
+      transpose_words(qweight.bytes, K / pf, N, spec.codes_out);
+      p.codes_in_place = true;
     } else {
       p.codes = unpack_along_rows_transposed(qweight.bytes, K / pf, N, s.bits);
     }

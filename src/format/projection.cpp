@@ -22,6 +22,10 @@ QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantSch
   return w;
 }
 
+uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0) {
+  return w.codes.data_as<uint8_t>() + (e * w.N + row0) * w.code_bytes_per_row();
+}
+
 void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const Projection& p,
                     const std::string& what) {
   const int64_t groups = w.scales.shape()[2];
@@ -32,10 +36,8 @@ void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const
       what, e, part, p.N(), p.K(), p.scales.cols, p.bias.empty() ? "" : " and bias", w.K, groups,
       w.has_bias() ? " and bias" : "");
   const int64_t row_bytes = w.code_bytes_per_row();
-  uint8_t* codes = w.codes.data_as<uint8_t>() + (e * w.N + row0) * row_bytes;
-  if (!p.packed.empty()) {
-    std::copy(p.packed.begin(), p.packed.end(), codes);
-  } else {
+  uint8_t* codes = stacked_codes(w, e, row0);
+  if (!p.codes_in_place) {
     const int bits = w.scheme.bits;
     for (int64_t n = 0; n < p.N(); ++n) {
       uint8_t* dst = codes + n * row_bytes;

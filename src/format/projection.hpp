@@ -11,14 +11,14 @@
 namespace qmoe::format {
 
 struct Projection {
-  // [N, K], one unsigned code per byte; or, when `packed` holds the codes, values left empty
-  // (rows and cols still give N and K).
+  // [N, K], one unsigned code per byte; or, with codes_in_place, values left empty (rows and cols
+  // still give N and K) because the reader wrote them straight into ProjectionSpec::codes_out.
   Matrix<uint8_t> codes;
-  std::vector<uint8_t> packed;  // [N, K/2] (4-bit) or [N, K] (8-bit) in the canonical packing
-  Matrix<float> scales;         // [N, G]
-  Matrix<uint8_t> zeros;        // [N, G]; 0 x 0 when the scheme is symmetric
-  std::vector<int32_t> g_idx;   // [K]; empty without act-order
-  std::vector<float> bias;      // [N]; empty without bias
+  bool codes_in_place = false;
+  Matrix<float> scales;        // [N, G]
+  Matrix<uint8_t> zeros;       // [N, G]; 0 x 0 when the scheme is symmetric
+  std::vector<int32_t> g_idx;  // [K]; empty without act-order
+  std::vector<float> bias;     // [N]; empty without bias
 
   int64_t N() const { return codes.rows; }
   int64_t K() const { return codes.cols; }
@@ -28,6 +28,9 @@ struct Projection {
 // `bias` say), to be filled expert by expert with put_projection.
 QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
                                  bool bias);
+
+// The canonical packed codes of rows [row0, ...) of expert e of `w`: ProjectionSpec::codes_out.
+uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0);
 
 // Copies `p` into rows [row0, row0 + p.N()) of expert e of `w` (part `part` of the expert: gate
 // then up for w13). Throws Error, naming `what` ("layer 3 w13"), when K, the groups, the bias or
