@@ -80,6 +80,12 @@ step ctest "$out/ctest.log" "$(upto 150)" ctest --test-dir "$build" -L cuda --ou
   --parallel 4 --timeout 120
 # The user's first command on a GPU machine: the demo picks the GPU and the oracle's backend there.
 step demo "$out/ctest.log" "$(upto 60)" "$build/qmoe" demo
+# The README's walk-through on a GPU machine: verify runs every backend of the machine (cpu and
+# cuda-mma) against the float64 reference; qmoe bench times cuda-mma per M on the GPU.
+step verify "$out/ctest.log" "$(upto 60)" sh -c \
+  "'$build/qmoe' sample '$build/qmoe-sample' --force && '$build/qmoe' verify '$build/qmoe-sample'"
+step qmoe-bench "$out/ctest.log" "$(upto 60)" "$build/qmoe" bench --device cuda \
+  --shape 2048,768,128,8 --m 1,8,32,128 --quiet
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # Small cases that still cross every kernel's block and warp boundaries (instrumented runs are
 # 10-100x slower).

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "act/activation.hpp"
@@ -11,6 +13,21 @@ extern "C" char* openblas_get_config();
 extern "C" char* openblas_get_corename();
 
 namespace qmoe::bench {
+
+double openblas_sgemm_flops() {
+  constexpr int n = 1024;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  double best = 0;
+  for (int r = 0; r < 4; ++r) {  // the first call also spins up OpenBLAS's threads
+    const auto start = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * n * n * n / s);
+  }
+  return best;
+}
 
 std::string openblas_description() {
   return std::string(openblas_get_config()) + ", core " + openblas_get_corename();

@@ -12,6 +12,9 @@ namespace qmoe::bench {
 void openblas_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
                           const RoutedBatch& batch);
 
+// A 1024^3 OpenBLAS sgemm's rate in FLOP/s (best of a few): the compute ceiling of a CPU row.
+double openblas_sgemm_flops();
+
 // OpenBLAS's own description of the build and core it runs on ("OpenBLAS 0.3.21 ... Zen ...").
 std::string openblas_description();
 

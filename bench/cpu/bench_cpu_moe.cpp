@@ -1,5 +1,5 @@
 // The cpu backend's MoE forward on one layer, against ceilings and baselines measured in the same
-// run (shared/BENCH.md, CPU section):
+// run (docs/benchmarking.md, CPU section):
 //   bench_cpu_moe [model ...] [--m=1,16] [--cpu-only]
 //     models: qwen3 (H 2048, I 768, E 128, top-8), mixtral-half (H 4096, I 7168, E 8, top-2);
 //     --m: token counts (default 1,4,16,64,256); --cpu-only: skip the baselines (a quick look
@@ -54,24 +54,6 @@ struct Options {
 };
 constexpr int kGroup = 128;
 
-// Codes uniform in 0..15 straight from a fast generator: quantizing a float layer of this size
-// would take minutes and gigabytes for the same statistics.
-QuantizedWeight random_int4(int64_t E, int64_t N, int64_t K, std::mt19937_64& rng) {
-  QuantizedWeight w;
-  w.scheme = QuantScheme{.bits = 4, .group_size = kGroup};
-  w.E = E;
-  w.N = N;
-  w.K = K;
-  w.codes = Buffer(DType::u8, {E, N, K / 2});
-  uint64_t* words = static_cast<uint64_t*>(w.codes.data());
-  for (int64_t i = 0; i < w.codes.nbytes() / 8; ++i) words[i] = rng();
-  w.scales = Buffer(DType::f32, {E, N, K / kGroup});
-  std::uniform_real_distribution<float> spread(0.75f, 1.25f);
-  const float scale = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));
-  for (float& s : w.scales.span<float>()) s = scale * spread(rng);
-  return w;
-}
-
 // "0.52 0.58 0.59" from /proc/loadavg: how many other processes compete for the cores.
 std::string load_average() {
   std::FILE* f = std::fopen("/proc/loadavg", "r");
@@ -120,8 +102,9 @@ void run_model(const Model& m, const Options& options) {
   config.intermediate = m.I;
   config.routing.top_k = m.top_k;
   const auto t0 = Clock::now();
-  const QuantizedExperts experts(random_int4(m.E, 2 * m.I, m.H, rng),
-                                 random_int4(m.E, m.H, m.I, rng));
+  const QuantScheme scheme{.bits = 4, .group_size = kGroup};
+  const QuantizedExperts experts(sample::random_codes_weight(m.E, 2 * m.I, m.H, scheme, rng),
+                                 sample::random_codes_weight(m.E, m.H, m.I, scheme, rng));
   const Backend& cpu = cpu_backend();
   const std::unique_ptr<PreparedExperts> prepared = cpu.prepare(experts, config, Device{});
   const auto& packed = static_cast<const cpu::CpuExperts&>(*prepared);

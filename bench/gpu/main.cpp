@@ -1,5 +1,5 @@
-// moe_bench: the GPU MoE forward benchmark of shared/BENCH.md. Per (shape, M, backend): numerics
-// against an fp32 reference first (NaN-poisoned outputs), then the median time of a whole
+// moe_bench: the GPU MoE forward benchmark of docs/benchmarking.md. Per (shape, M, backend):
+// numerics against an fp32 reference first (NaN-poisoned outputs), then the median time of a whole
 // forward over R routing sets replayed as a CUDA graph, its floor from the two ceilings measured
 // in this run, and routing + alignment timed on their own. The bf16 cuBLAS baseline runs in the
 // same process; any registered qmoe backend plugs in by name.
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
   std::string backends_default;
   for (const auto& b : o.backends) backends_default += (backends_default.empty() ? "" : ",") + b;
 
-  CLI::App app{"GPU MoE forward benchmark (shared/BENCH.md method)"};
+  CLI::App app{"GPU MoE forward benchmark (docs/benchmarking.md method)"};
   app.add_option("--shapes", o.shapes, "layer shapes")->delimiter(',')->capture_default_str();
   app.add_option("--m", o.Ms, "token counts")->delimiter(',')->capture_default_str();
   app.add_option("--backend,--backends", o.backends,

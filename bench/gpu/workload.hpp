@@ -19,7 +19,7 @@ struct Shape {
   int k;
 };
 
-// The three layer shapes of shared/BENCH.md.
+// The three layer shapes of docs/benchmarking.md.
 const std::vector<Shape>& benchmark_shapes();
 
 // The weight scheme of a run: `bits`-bit integer codes, one scale per `group` inputs and, with

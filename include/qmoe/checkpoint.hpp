@@ -72,6 +72,9 @@ class Checkpoint {
   std::string_view model_type() const;  // config.json "model_type", may be empty
   // Layers that hold quantized experts, ascending.
   std::vector<int> moe_layers() const;
+  // Layers config.json declares as MoE layers that hold no experts in the files (a checkpoint
+  // missing a shard, or cut short), ascending; empty when all are there.
+  std::vector<int> missing_layers() const;
   // Bytes the layer's expert tensors occupy in the checkpoint files.
   int64_t layer_bytes(int layer) const;
   // One layer's experts in canonical form (validated). Throws Error for a layer without experts,

@@ -67,7 +67,12 @@ struct MoEConfig {
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }
 };
 
-// Throws Error naming the first inconsistent field (top-k > E, groups not dividing E, ...).
+// Largest expert count and hidden / intermediate width validate() accepts.
+inline constexpr int64_t kMaxExperts = int64_t{1} << 16;
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
+
+// Throws Error naming the first inconsistent field (top-k > E, groups not dividing E, sizes
+// beyond the limits above, ...).
 void validate(const MoEConfig& config);
 
 }  // namespace qmoe

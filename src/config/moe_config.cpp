@@ -60,6 +60,11 @@ void validate(const MoEConfig& c) {
   check(c.num_experts > 0 && c.hidden > 0 && c.intermediate > 0,
         "MoE config: experts ({}), hidden ({}) and intermediate ({}) must be positive",
         c.num_experts, c.hidden, c.intermediate);
+  // Far above any model, yet small enough that sizes derived from them cannot overflow.
+  check(c.num_experts <= kMaxExperts && c.hidden <= kMaxWidth && c.intermediate <= kMaxWidth,
+        "MoE config: experts ({}), hidden ({}) or intermediate ({}) is implausibly large (limits: "
+        "{} experts, {} channels)",
+        c.num_experts, c.hidden, c.intermediate, kMaxExperts, kMaxWidth);
   const RoutingConfig& r = c.routing;
   check(r.top_k >= 1 && r.top_k <= c.num_experts, "MoE config: top-k {} must be in 1..{} (experts)",
         r.top_k, c.num_experts);

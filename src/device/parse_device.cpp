@@ -1,6 +1,9 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 
 #include "core/check.hpp"
@@ -78,18 +81,29 @@ DeviceDesc described_gpu(std::string name, int compute_capability, int multiproc
 
 // "sm_90a" -> 90: the 'a' suffix names a compile target (arch-specific instructions such as
 // wgmma), not a different device; an sm_90a binary runs on compute capability 9.0.
+// Compute capabilities NVIDIA has shipped; anything else (sm_999, sm_91) is a typo.
+constexpr std::array<int, 20> kKnownArchs{50, 52, 53, 60, 61,  62,  70,  72,  75,  80,
+                                          86, 87, 89, 90, 100, 101, 103, 110, 120, 121};
+
 bool parse_sm(std::string_view text, int& compute_capability) {
   if (!text.starts_with("sm_")) return false;
   std::string_view digits = text.substr(3);
   if (digits.ends_with('a')) digits.remove_suffix(1);
   const auto [end, ec] =
       std::from_chars(digits.data(), digits.data() + digits.size(), compute_capability);
-  return ec == std::errc{} && end == digits.data() + digits.size() && compute_capability >= 10;
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return false;
+  check(std::find(kKnownArchs.begin(), kKnownArchs.end(), compute_capability) != kKnownArchs.end(),
+        "unknown GPU architecture '{}' (known: sm_{})", text, fmt::join(kKnownArchs, ", sm_"));
+  return true;
 }
 
 }  // namespace
 
-DeviceDesc parse_device(std::string_view text) {
+DeviceDesc parse_device(std::string_view given) {
+  std::string lowered(given);
+  std::transform(lowered.begin(), lowered.end(), lowered.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string_view text = lowered;
   if (text == "cpu") return host_cpu();
   if (text.starts_with("cpu:")) return described_cpu(text.substr(4));
   if (text == "cuda" || text.starts_with("cuda:")) {

@@ -18,6 +18,10 @@ struct ProjectionSpec {
   int64_t N = 0, K = 0;
   QuantScheme scheme;
   int gptq_version = 1;
+  // Where the canonical packed codes of this projection go ([N, K/2] or [N, K] bytes inside the
+  // stacked weight), or null. A reader whose format stores that packing up to a transpose writes
+  // them there and sets Projection::codes_in_place instead of unpacking.
+  uint8_t* codes_out = nullptr;
 };
 
 class FormatAdapter {

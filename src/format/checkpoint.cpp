@@ -9,6 +9,7 @@
 #include "format/expert_names.hpp"
 #include "format/gpt_oss_mxfp4.hpp"
 #include "format/model_config.hpp"
+#include "format/parallel.hpp"
 #include "format/safetensors.hpp"
 #include "format/tensor_read.hpp"
 
@@ -70,7 +71,9 @@ struct Checkpoint::Impl {
   }
   // The scheme of one expert module, with the dtype its scales are stored in.
   QuantScheme module_scheme(const std::string& module, int layer) const;
-  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s) const;
+  // `codes_out`: where the canonical codes go when the format can write them there directly.
+  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s,
+                          uint8_t* codes_out) const;
   void check_router(int layer) const;
   void require_layer(int layer) const;
   std::vector<int> layers() const;
@@ -114,7 +117,7 @@ QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer
 }
 
 format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
-                                          const QuantScheme& s) const {
+                                          const QuantScheme& s, uint8_t* codes_out) const {
   const std::string module = layout.expert_module(layer, expert, role);
   const QuantScheme actual = module_scheme(module, layer);
   check(actual == s,
@@ -122,10 +125,17 @@ format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
         "holds one scheme",
         layer, module, to_string(actual), to_string(s));
   const bool down = role == Role::down;
-  format::ProjectionSpec spec{module, down ? config.moe.hidden : config.moe.intermediate,
-                              down ? config.moe.intermediate : config.moe.hidden, s,
-                              config.quant.gptq_version};
-  return adapter().read(store, spec);
+  const format::ProjectionSpec spec{.module = module,
+                                    .N = down ? config.moe.hidden : config.moe.intermediate,
+                                    .K = down ? config.moe.intermediate : config.moe.hidden,
+                                    .scheme = s,
+                                    .gptq_version = config.quant.gptq_version,
+                                    .codes_out = codes_out};
+  format::Projection p = adapter().read(store, spec);
+  // Converted: the file's pages of this module are not needed again (they stay in the page
+  // cache), so they leave this process's memory.
+  store.release_pages(module + ".");
+  return p;
 }
 
 // A router stored quantized would be dequantized and used by a loader that trusts it; upstream
@@ -195,6 +205,13 @@ std::string_view Checkpoint::model_type() const { return impl_->config.model_typ
 
 std::vector<int> Checkpoint::moe_layers() const { return impl_->layers(); }
 
+std::vector<int> Checkpoint::missing_layers() const {
+  std::vector<int> missing;
+  for (int layer : impl_->config.declared_moe_layers)
+    if (impl_->layout.experts_per_layer.count(layer) == 0) missing.push_back(layer);
+  return missing;
+}
+
 int64_t Checkpoint::layer_bytes(int layer) const {
   const std::string prefix = impl_->layout.experts_prefix(layer);
   int64_t bytes = 0;
@@ -226,16 +243,24 @@ QuantizedExperts Checkpoint::load_layer(int layer) const {
   }
   const std::vector<Role> roles = m.roles();
   const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, 0, roles.front()), layer);
-  std::vector<std::vector<format::Projection>> w13(static_cast<size_t>(m.config.moe.num_experts));
-  std::vector<std::vector<format::Projection>> w2(w13.size());
-  for (int64_t e = 0; e < m.config.moe.num_experts; ++e) {
-    for (Role role : roles) {
-      (role == Role::down ? w2 : w13)[static_cast<size_t>(e)].push_back(m.read(layer, e, role, s));
-    }
-  }
+  const MoEConfig& c = m.config.moe;
+  QuantizedWeight w13 =
+      format::allocate_stacked(c.num_experts, c.w13_rows(), c.hidden, s, c.w13_bias);
+  QuantizedWeight w2 =
+      format::allocate_stacked(c.num_experts, c.hidden, c.intermediate, s, c.w2_bias);
   const std::string what = fmt::format("layer {}", layer);
-  return QuantizedExperts(format::stack_projections(w13, s, what + " w13"),
-                          format::stack_projections(w2, s, what + " w2"));
+  // Experts convert in parallel, each straight into its rows of the stacked weights.
+  format::for_each_index(c.num_experts, [&](int64_t e) {
+    int part = 0;
+    for (Role role : roles) {
+      QuantizedWeight& w = role == Role::down ? w2 : w13;
+      const int64_t row0 = role == Role::down || part == 0 ? 0 : c.intermediate;
+      const format::Projection p = m.read(layer, e, role, s, format::stacked_codes(w, e, row0));
+      format::put_projection(w, e, row0, role == Role::down ? 0 : part++, p,
+                             what + (role == Role::down ? " w2" : " w13"));
+    }
+  });
+  return QuantizedExperts(std::move(w13), std::move(w2));
 }
 
 }  // namespace qmoe

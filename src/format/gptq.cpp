@@ -36,7 +36,14 @@ class GptqAdapter final : public FormatAdapter {
     Projection p;
     const TensorInfo& qweight = store.at(spec.module + ".qweight");
     expect_tensor(qweight, {StDType::i32}, {K / pf, N});
-    p.codes = unpack_along_rows_transposed(qweight.bytes, K / pf, N, s.bits);
+    if (spec.codes_out) {
+      p.codes.rows = N;
+      p.codes.cols = K;
+      transpose_words(qweight.bytes, K / pf, N, spec.codes_out);
+      p.codes_in_place = true;
+    } else {
+      p.codes = unpack_along_rows_transposed(qweight.bytes, K / pf, N, s.bits);
+    }
 
     p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
 

@@ -24,25 +24,57 @@ WeightStats stats(const QuantizedWeight& w) {
     scales.assign(f.begin(), f.end());
   }
   for (float v : scales) {
+    if (!std::isfinite(v)) {
+      ++s.nonfinite_scales;
+      continue;
+    }
     if (v == 0.0f) ++s.zero_scales;
     const float a = std::fabs(v);
     s.min_abs_scale = first ? a : std::min(s.min_abs_scale, a);
     s.max_abs_scale = first ? a : std::max(s.max_abs_scale, a);
     first = false;
   }
+  if (w.has_bias()) {
+    for (float v : w.bias.span<float>()) s.nonfinite_bias += std::isfinite(v) ? 0 : 1;
+  }
   return s;
+}
+
+// Load errors start with "layer N: " themselves; the finding names the layer once.
+std::string without_layer_prefix(const std::string& message, int layer) {
+  const std::string prefix = fmt::format("layer {}: ", layer);
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
+void add_weight_findings(CheckpointReport& r, int layer, const char* what, const WeightStats& s) {
+  if (s.nonfinite_scales > 0) {
+    r.findings.push_back(
+        fmt::format("layer {} {}: {} NaN/Inf scale(s)", layer, what, s.nonfinite_scales));
+    ++r.problems;
+  }
+  if (s.nonfinite_bias > 0) {
+    r.findings.push_back(
+        fmt::format("layer {} {}: {} NaN/Inf bias value(s)", layer, what, s.nonfinite_bias));
+    ++r.problems;
+  }
+  if (s.zero_scales > 0) {
+    r.findings.push_back(fmt::format("layer {} {}: {} zero scale(s); those groups dequantize to 0",
+                                     layer, what, s.zero_scales));
+  }
 }
 
 nlohmann::ordered_json to_json(const WeightStats& s) {
   return {{"shape", s.shape},
           {"zero_scales", s.zero_scales},
+          {"nonfinite_scales", s.nonfinite_scales},
+          {"nonfinite_bias", s.nonfinite_bias},
           {"min_abs_scale", s.min_abs_scale},
           {"max_abs_scale", s.max_abs_scale}};
 }
 
 }  // namespace
 
-CheckpointReport inspect(const Checkpoint& checkpoint) {
+CheckpointReport inspect(const Checkpoint& checkpoint, const std::function<void()>& layer_done) {
   CheckpointReport r;
   r.dir = checkpoint.dir().string();
   r.format = std::string(checkpoint.format());
@@ -64,19 +96,20 @@ CheckpointReport inspect(const Checkpoint& checkpoint) {
       l.w13 = stats(x.w13());
       l.w2 = stats(x.w2());
       l.has_bias = x.w13().has_bias() || x.w2().has_bias();
-      for (const auto& [what, s] : {std::pair{"w13", &l.w13}, std::pair{"w2", &l.w2}}) {
-        if (s->zero_scales > 0) {
-          r.findings.push_back(
-              fmt::format("layer {} {}: {} zero scale(s); those groups dequantize "
-                          "to 0",
-                          layer, what, s->zero_scales));
-        }
-      }
+      add_weight_findings(r, layer, "w13", l.w13);
+      add_weight_findings(r, layer, "w2", l.w2);
     } catch (const Error& e) {
-      l.error = e.what();
-      r.findings.push_back(fmt::format("layer {}: does not load: {}", layer, e.what()));
+      l.error = without_layer_prefix(e.what(), layer);
+      r.findings.push_back(fmt::format("layer {} does not load: {}", layer, l.error));
+      ++r.problems;
     }
     r.layers.push_back(std::move(l));
+    if (layer_done) layer_done();
+  }
+  for (int layer : checkpoint.missing_layers()) {
+    r.findings.push_back(fmt::format(
+        "layer {} is an MoE layer by config.json but no file holds its experts", layer));
+    ++r.problems;
   }
   return r;
 }
@@ -111,7 +144,8 @@ nlohmann::ordered_json to_json(const CheckpointReport& r) {
           {"topk_group", r.moe.routing.topk_group},
           {"routed_scaling_factor", r.moe.routing.routed_scaling_factor},
           {"layers", layers},
-          {"findings", r.findings}};
+          {"findings", r.findings},
+          {"problems", r.problems}};
 }
 
 }  // namespace qmoe::format

@@ -2,6 +2,7 @@
 // What `qmoe inspect` reports about a checkpoint: per MoE layer its shapes, bytes and anything
 // suspicious, without stopping at the first bad layer.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,9 +12,11 @@
 namespace qmoe::format {
 
 struct WeightStats {
-  std::vector<int64_t> shape;  // [E, N, K]
-  int64_t zero_scales = 0;     // a zero scale silences its whole group
-  float min_abs_scale = 0, max_abs_scale = 0;
+  std::vector<int64_t> shape;    // [E, N, K]
+  int64_t zero_scales = 0;       // a zero scale silences its whole group
+  int64_t nonfinite_scales = 0;  // NaN / Inf (MXFP4: the e8m0 NaN code 0xFF)
+  int64_t nonfinite_bias = 0;
+  float min_abs_scale = 0, max_abs_scale = 0;  // over the finite scales
 };
 
 struct LayerReport {
@@ -29,9 +32,14 @@ struct CheckpointReport {
   MoEConfig moe;
   std::vector<LayerReport> layers;
   std::vector<std::string> findings;  // one line per suspicious thing, layer by layer
+  // How many findings make the checkpoint unusable as it is: layers that do not load or are
+  // missing, NaN / Inf scales or biases. (Zero scales are findings, but not problems.)
+  int64_t problems = 0;
 };
 
-CheckpointReport inspect(const Checkpoint& checkpoint);
+// `layer_done`, when given, is called after each layer (for a progress display).
+CheckpointReport inspect(const Checkpoint& checkpoint,
+                         const std::function<void()>& layer_done = {});
 nlohmann::ordered_json to_json(const CheckpointReport& report);
 
 }  // namespace qmoe::format

@@ -1,8 +1,6 @@
 #include "format/mapped_file.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,18 +8,12 @@
 #include <utility>
 
 #include "core/check.hpp"
+#include "format/regular_file.hpp"
 
 namespace qmoe::format {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd >= 0, "{}: cannot open: {}", path.string(), std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path.string());
-  }
-  size_ = static_cast<size_t>(info.st_size);
+  const int fd = open_regular_file(path, size_);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int map_errno = errno;

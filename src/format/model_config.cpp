@@ -10,11 +10,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
 #include "core/check.hpp"
+#include "format/regular_file.hpp"
 
 namespace qmoe::format {
 
@@ -115,6 +114,51 @@ MoEConfig parse_moe(const ordered_json& c, std::string_view file, const std::str
   }
   validate(moe);
   return moe;
+}
+
+int64_t int_at_least(const ordered_json& c, std::string_view key, std::string_view file,
+                     int64_t fallback, int64_t least) {
+  const int64_t v = get_int(c, key, file, fallback);
+  check(v >= least, "{}: '{}' must be at least {}, got {}", file, key, least, v);
+  return v;
+}
+
+std::vector<int> declared_moe_layers(const ordered_json& c, std::string_view file) {
+  if (!find_key(c, "num_hidden_layers")) return {};
+  constexpr int64_t kMaxLayers = 1 << 16;
+  const int64_t layers = get_int(c, "num_hidden_layers", file);
+  check(layers >= 1 && layers <= kMaxLayers, "{}: num_hidden_layers must be in 1..{}, got {}", file,
+        kMaxLayers, layers);
+  std::vector<int> out;
+  if (const ordered_json* listed = find_key(c, "moe_layers")) {  // Llama 4
+    check(listed->is_array(), "{}: 'moe_layers' must be a list of layer numbers", file);
+    for (const ordered_json& l : *listed) {
+      check(l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() < layers,
+            "{}: moe_layers entry {} is not a layer number in 0..{}", file, l.dump(), layers - 1);
+      out.push_back(l.get<int>());
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  const int64_t first_moe = int_at_least(c, "first_k_dense_replace", file, 0, 0);  // DeepSeek
+  const int64_t freq = int_at_least(c, "moe_layer_freq", file, 1, 1);              // DeepSeek
+  const int64_t step = int_at_least(c, "decoder_sparse_step", file, 1, 1);         // Qwen-MoE
+  std::vector<int64_t> dense;
+  if (const ordered_json* mlp_only = find_key(c, "mlp_only_layers")) {
+    check(mlp_only->is_array(), "{}: 'mlp_only_layers' must be a list of layer numbers", file);
+    for (const ordered_json& l : *mlp_only) {
+      check(l.is_number_integer(), "{}: mlp_only_layers entry {} is not a layer number", file,
+            l.dump());
+      dense.push_back(l.get<int64_t>());
+    }
+  }
+  for (int64_t i = first_moe; i < layers; ++i) {
+    if (i % freq != 0 || (i + 1) % step != 0) continue;
+    if (std::find(dense.begin(), dense.end(), i) != dense.end()) continue;
+    out.push_back(static_cast<int>(i));
+  }
+  return out;
 }
 
 QuantScheme gptq_scheme(const ordered_json& q, std::string_view file, const QuantScheme& base) {
@@ -256,12 +300,9 @@ bool ct_matches(const ordered_json& patterns, const std::string& module) {
 }
 
 ordered_json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  check(in.good(), "{}: cannot open", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path, kMaxJsonBytes);
   try {
-    return ordered_json::parse(text.str());
+    return ordered_json::parse(text);
   } catch (const ordered_json::exception& e) {
     fail("{}: not valid JSON: {}", path.string(), e.what());
   }
@@ -331,9 +372,9 @@ ModelConfig parse_model_config(const ordered_json& config, std::string_view file
   // Multimodal models (Llama 4, Qwen-VL-MoE, ...) keep the language model's shape in text_config;
   // the quantization config stays at the top level.
   const ordered_json* text = find_key(config, "text_config");
-  m.moe = text && text->is_object()
-              ? parse_moe(*text, file, get_string(*text, "model_type", file, m.model_type))
-              : parse_moe(config, file, m.model_type);
+  const ordered_json& shape = text && text->is_object() ? *text : config;
+  m.moe = parse_moe(shape, file, get_string(shape, "model_type", file, m.model_type));
+  m.declared_moe_layers = declared_moe_layers(shape, file);
   const ordered_json* q = find_key(config, "quantization_config");
   if (!q) q = fallback_quant;
   check(q && q->is_object(),

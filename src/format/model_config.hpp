@@ -32,6 +32,10 @@ struct ModelConfig {
   std::string model_type;
   MoEConfig moe;
   QuantConfig quant;
+  // The layers the config says are MoE layers (num_hidden_layers less the dense ones named by
+  // first_k_dense_replace, moe_layer_freq, decoder_sparse_step, mlp_only_layers, or the explicit
+  // moe_layers list); empty when the config does not say how many layers there are.
+  std::vector<int> declared_moe_layers;
 };
 
 // Parses a config.json document; `file` names it in errors. The quantization parameters come from

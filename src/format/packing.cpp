@@ -1,5 +1,6 @@
 #include "format/packing.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "core/check.hpp"
@@ -90,6 +91,26 @@ Matrix<uint8_t> unpack_along_rows_transposed(std::span<const std::byte> words, i
     }
   }
   return m;
+}
+
+void transpose_words(std::span<const std::byte> words, int64_t word_rows, int64_t cols,
+                     uint8_t* out) {
+  static_assert(std::endian::native == std::endian::little,
+                "the canonical packing is the words' little-endian byte order");
+  check_words(words, word_rows * cols, 8);
+  // Tiles of 32 x 32 words keep both sides in the L1 cache.
+  constexpr int64_t kTile = 32;
+  const std::byte* src = words.data();
+  for (int64_t r0 = 0; r0 < word_rows; r0 += kTile) {
+    const int64_t r1 = std::min(word_rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t r = r0; r < r1; ++r)
+          std::memcpy(out + (c * word_rows + r) * 4, src + (r * cols + c) * 4, 4);
+      }
+    }
+  }
 }
 
 std::vector<uint32_t> pack_along_cols(const Matrix<uint8_t>& m, int bits, SlotOrder slot_of) {

@@ -65,6 +65,11 @@ Matrix<uint8_t> unpack_along_cols_transposed(std::span<const std::byte> words, i
                                              SlotOrder slot_of = kIdentity8);
 Matrix<uint8_t> unpack_along_rows_transposed(std::span<const std::byte> words, int64_t word_rows,
                                              int64_t cols, int bits);
+// GPTQ's [word_rows, cols] words packed along the rows, identity slot order, hold exactly the
+// canonical packing of [cols, word_rows * pf] (low bits = lower k): transposing the 32-bit words
+// is the whole conversion. `out` receives cols rows of word_rows words (4 * word_rows bytes each).
+void transpose_words(std::span<const std::byte> words, int64_t word_rows, int64_t cols,
+                     uint8_t* out);
 
 // Inverses. Missing trailing elements (cols or rows not a multiple of pf) pack as 0.
 std::vector<uint32_t> pack_along_cols(const Matrix<uint8_t>& m, int bits,

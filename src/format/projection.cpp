@@ -6,65 +6,67 @@
 
 namespace qmoe::format {
 
-QuantizedWeight stack_projections(const std::vector<std::vector<Projection>>& experts,
-                                  const QuantScheme& scheme, const std::string& what) {
-  check(!experts.empty() && !experts[0].empty(), "{}: no experts", what);
+QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
+                                 bool bias) {
   QuantizedWeight w;
   w.scheme = scheme;
-  w.E = static_cast<int64_t>(experts.size());
-  w.K = experts[0][0].K();
-  for (const Projection& p : experts[0]) w.N += p.N();
-  const int64_t groups = experts[0][0].scales.cols;
-  const bool has_bias = !experts[0][0].bias.empty();
-  w.codes = Buffer(DType::u8, {w.E, w.N, w.code_bytes_per_row()});
-  w.scales = Buffer(DType::f32, {w.E, w.N, groups});
-  if (scheme.has_zero_points()) w.zeros = Buffer(DType::u8, {w.E, w.N, groups});
-  if (scheme.act_order) w.g_idx = Buffer(DType::i32, {w.E, w.K});
-  if (has_bias) w.bias = Buffer(DType::f32, {w.E, w.N});
+  w.E = E;
+  w.N = N;
+  w.K = K;
+  const int64_t groups = scheme.groups_for(K);
+  w.codes = Buffer(DType::u8, {E, N, w.code_bytes_per_row()});
+  w.scales = Buffer(DType::f32, {E, N, groups});
+  if (scheme.has_zero_points()) w.zeros = Buffer(DType::u8, {E, N, groups});
+  if (scheme.act_order) w.g_idx = Buffer(DType::i32, {E, K});
+  if (bias) w.bias = Buffer(DType::f32, {E, N});
+  return w;
+}
 
-  uint8_t* codes = w.codes.data_as<uint8_t>();
-  float* scales = w.scales.data_as<float>();
-  uint8_t* zeros = scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
-  float* bias = has_bias ? w.bias.data_as<float>() : nullptr;
-  for (int64_t e = 0; e < w.E; ++e) {
-    int64_t row = 0;
-    for (size_t part = 0; part < experts[e].size(); ++part) {
-      const Projection& p = experts[e][part];
-      check(p.K() == w.K && p.scales.cols == groups && p.bias.empty() != has_bias,
-            "{}: expert {} part {} is [{} x {}] with {} groups{}, unlike expert 0 ([N x {}], {} "
-            "groups{})",
-            what, e, part, p.N(), p.K(), p.scales.cols, p.bias.empty() ? "" : " and bias", w.K,
-            groups, has_bias ? " and bias" : "");
-      for (int64_t n = 0; n < p.N(); ++n, ++row) {
-        uint8_t* dst = codes + (e * w.N + row) * w.code_bytes_per_row();
-        for (int64_t k = 0; k < w.K; ++k) {
-          const uint8_t q = p.codes.at(n, k);
-          if (scheme.bits == 8) {
-            dst[k] = q;
-          } else {
-            // Canonical int4: two codes per byte, the even k in the low nibble.
-            dst[k / 2] = static_cast<uint8_t>((k & 1) ? (dst[k / 2] | (q << 4)) : (q & 0x0f));
-          }
-        }
-        for (int64_t g = 0; g < groups; ++g) {
-          scales[(e * w.N + row) * groups + g] = p.scales.at(n, g);
-          if (zeros) zeros[(e * w.N + row) * groups + g] = p.zeros.at(n, g);
-        }
-        if (bias) bias[e * w.N + row] = p.bias[static_cast<size_t>(n)];
-      }
-      if (scheme.act_order) {
-        check(static_cast<int64_t>(p.g_idx.size()) == w.K, "{}: expert {} part {} has no g_idx",
-              what, e, part);
-        check(part == 0 || p.g_idx == experts[e][0].g_idx,
-              "{}: expert {}: the stacked projections have different g_idx; the canonical form "
-              "holds one act-order permutation per expert (gate and up share their input)",
-              what, e);
-        std::copy(p.g_idx.begin(), p.g_idx.end(), w.g_idx.data_as<int32_t>() + e * w.K);
+uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0) {
+  return w.codes.data_as<uint8_t>() + (e * w.N + row0) * w.code_bytes_per_row();
+}
+
+void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const Projection& p,
+                    const std::string& what) {
+  const int64_t groups = w.scales.shape()[2];
+  check(
+      p.K() == w.K && p.scales.cols == groups && p.bias.empty() != w.has_bias() &&
+          row0 + p.N() <= w.N,
+      "{}: expert {} part {} is [{} x {}] with {} groups{}, expected [rows x {}] with {} groups{}",
+      what, e, part, p.N(), p.K(), p.scales.cols, p.bias.empty() ? "" : " and bias", w.K, groups,
+      w.has_bias() ? " and bias" : "");
+  const int64_t row_bytes = w.code_bytes_per_row();
+  uint8_t* codes = stacked_codes(w, e, row0);
+  if (!p.codes_in_place) {
+    const int bits = w.scheme.bits;
+    for (int64_t n = 0; n < p.N(); ++n) {
+      uint8_t* dst = codes + n * row_bytes;
+      const uint8_t* src = p.codes.values.data() + n * w.K;
+      if (bits == 8) {
+        std::copy(src, src + w.K, dst);
+      } else {
+        // Canonical int4: two codes per byte, the even k in the low nibble.
+        for (int64_t k = 0; k < w.K; k += 2)
+          dst[k / 2] = static_cast<uint8_t>((src[k] & 0x0f) | (src[k + 1] << 4));
       }
     }
-    check(row == w.N, "{}: expert {} has {} rows, expert 0 has {}", what, e, row, w.N);
   }
-  return w;
+  const int64_t at = (e * w.N + row0) * groups;
+  std::copy(p.scales.values.begin(), p.scales.values.end(), w.scales.data_as<float>() + at);
+  if (w.scheme.has_zero_points())
+    std::copy(p.zeros.values.begin(), p.zeros.values.end(), w.zeros.data_as<uint8_t>() + at);
+  if (w.has_bias())
+    std::copy(p.bias.begin(), p.bias.end(), w.bias.data_as<float>() + e * w.N + row0);
+  if (w.scheme.act_order) {
+    check(static_cast<int64_t>(p.g_idx.size()) == w.K, "{}: expert {} part {} has no g_idx", what,
+          e, part);
+    int32_t* g_idx = w.g_idx.data_as<int32_t>() + e * w.K;
+    check(part == 0 || std::equal(p.g_idx.begin(), p.g_idx.end(), g_idx),
+          "{}: expert {}: the stacked projections have different g_idx; the canonical form "
+          "holds one act-order permutation per expert (gate and up share their input)",
+          what, e);
+    std::copy(p.g_idx.begin(), p.g_idx.end(), g_idx);
+  }
 }
 
 Projection slice_projection(const QuantizedWeight& w, int64_t e, int64_t row0, int64_t rows) {

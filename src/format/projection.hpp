@@ -11,7 +11,10 @@
 namespace qmoe::format {
 
 struct Projection {
-  Matrix<uint8_t> codes;       // [N, K], one unsigned code per byte
+  // [N, K], one unsigned code per byte; or, with codes_in_place, values left empty (rows and cols
+  // still give N and K) because the reader wrote them straight into ProjectionSpec::codes_out.
+  Matrix<uint8_t> codes;
+  bool codes_in_place = false;
   Matrix<float> scales;        // [N, G]
   Matrix<uint8_t> zeros;       // [N, G]; 0 x 0 when the scheme is symmetric
   std::vector<int32_t> g_idx;  // [K]; empty without act-order
@@ -21,11 +24,20 @@ struct Projection {
   int64_t K() const { return codes.cols; }
 };
 
-// experts[e] lists the projections whose rows stack into expert e (gate then up for w13, down
-// alone for w2). `what` names the result in errors ("layer 3 w13"). The result is not validated
-// here; QuantizedExperts does that.
-QuantizedWeight stack_projections(const std::vector<std::vector<Projection>>& experts,
-                                  const QuantScheme& scheme, const std::string& what);
+// The canonical stacked weight [E, N, K] with zeroed parts (zeros, g_idx, bias as the scheme and
+// `bias` say), to be filled expert by expert with put_projection.
+QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
+                                 bool bias);
+
+// The canonical packed codes of rows [row0, ...) of expert e of `w`: ProjectionSpec::codes_out.
+uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0);
+
+// Copies `p` into rows [row0, row0 + p.N()) of expert e of `w` (part `part` of the expert: gate
+// then up for w13). Throws Error, naming `what` ("layer 3 w13"), when K, the groups, the bias or
+// the act-order permutation disagree with `w`. Different experts may be put concurrently. The
+// result is not validated here; QuantizedExperts does that.
+void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const Projection& p,
+                    const std::string& what);
 
 // Rows [row0, row0 + rows) of expert e of `w`, unpacked (bias and g_idx included when present).
 Projection slice_projection(const QuantizedWeight& w, int64_t e, int64_t row0, int64_t rows);

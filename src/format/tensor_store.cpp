@@ -1,10 +1,13 @@
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/check.hpp"
+#include "format/regular_file.hpp"
 #include "format/safetensors.hpp"
 
 namespace qmoe::format {
@@ -22,12 +25,9 @@ void check_shard_name(const std::string& shard, const std::filesystem::path& ind
 }
 
 nlohmann::json read_index(const std::filesystem::path& index) {
-  std::ifstream in(index);
-  check(in.good(), "{}: cannot open", index.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(index, kMaxJsonBytes);
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: not valid JSON: {}", index.string(), e.what());
   }
@@ -89,7 +89,8 @@ TensorStore TensorStore::open(const std::filesystem::path& dir) {
   }
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
+    // Not only regular files: a FIFO or directory named *.safetensors is refused by name.
+    if (entry.path().extension() == ".safetensors") {
       files.push_back(entry.path());
     }
   }
@@ -102,6 +103,28 @@ TensorStore TensorStore::open(const std::filesystem::path& dir) {
 const TensorInfo* TensorStore::find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+// madvise(advice) over the whole pages that lie inside tensors named `prefix`...; the pages at a
+// tensor's ends may hold a neighbour's bytes and are left alone.
+void advise_pages(const std::map<std::string, TensorInfo, std::less<>>& tensors,
+                  std::string_view prefix, int advice) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (auto it = tensors.lower_bound(prefix);
+       it != tensors.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+    const auto begin = reinterpret_cast<uintptr_t>(it->second.bytes.data());
+    const uintptr_t end = begin + it->second.bytes.size();
+    const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, advice);
+  }
+}
+
+}  // namespace
+
+void TensorStore::release_pages(std::string_view prefix) const {
+  advise_pages(tensors_, prefix, MADV_DONTNEED);
 }
 
 const TensorInfo& TensorStore::at(std::string_view name) const {

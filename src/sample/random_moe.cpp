@@ -1,10 +1,14 @@
 #include "sample/random_moe.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "core/check.hpp"
 #include "core/convert.hpp"
 #include "qmoe/quantize.hpp"
 #include "sample/reference_moe.hpp"
@@ -39,6 +43,37 @@ QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme
   return quantize_rtn(w, E, N, K, scheme, b, perm);
 }
 
+QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
+                                    std::mt19937_64& rng) {
+  check(scheme.kind == WeightKind::integer && !scheme.act_order,
+        "random_codes_weight: integer schemes without act-order only, got {}", to_string(scheme));
+  QuantizedWeight w;
+  w.scheme = scheme;
+  w.E = E;
+  w.N = N;
+  w.K = K;
+  w.codes = Buffer(DType::u8, {E, N, w.code_bytes_per_row()});
+  const auto fill_bytes = [&rng](Buffer& b) {
+    uint8_t* bytes = b.data_as<uint8_t>();
+    for (int64_t i = 0; i < b.nbytes(); i += 8) {
+      const uint64_t word = rng();
+      std::memcpy(bytes + i, &word, static_cast<size_t>(std::min<int64_t>(8, b.nbytes() - i)));
+    }
+  };
+  fill_bytes(w.codes);
+  const int64_t groups = scheme.groups_for(K);
+  w.scales = Buffer(DType::f32, {E, N, groups});
+  std::uniform_real_distribution<float> spread(0.75f, 1.25f);
+  const float scale = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));
+  for (float& s : w.scales.span<float>()) s = scale * spread(rng);
+  if (scheme.has_zero_points()) {
+    w.zeros = Buffer(DType::u8, {E, N, groups});
+    fill_bytes(w.zeros);
+    for (uint8_t& z : w.zeros.span<uint8_t>()) z = static_cast<uint8_t>(z & scheme.max_code());
+  }
+  return w;
+}
+
 MoECase make_case(const CaseSpec& s) {
   std::mt19937_64 rng(s.seed);
   MoEConfig config;
@@ -59,16 +94,29 @@ MoECase make_case(const CaseSpec& s) {
 
 MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType act_dtype,
                   std::mt19937_64& rng) {
+  Buffer hidden(act_dtype, {M, config.hidden});
+  fill_normal(hidden, rng);
+  Buffer router_logits(DType::f32, {M, config.num_experts});
+  fill_normal(router_logits, rng);
+  return make_case(std::move(config), std::move(experts), std::move(hidden),
+                   std::move(router_logits));
+}
+
+MoECase make_case(MoEConfig config, QuantizedExperts experts, Buffer hidden, Buffer router_logits) {
   MoECase c;
   c.config = std::move(config);
-  const int64_t E = c.config.num_experts, H = c.config.hidden;
+  const int64_t E = c.config.num_experts, H = c.config.hidden, M = hidden.shape()[0];
   const int top_k = c.config.top_k();
+  check(hidden.shape().size() == 2 && hidden.shape()[1] == H && is_float_activation(hidden.dtype()),
+        "hidden states must be [M, {}] of f32, bf16 or f16, got {} {}", H, name(hidden.dtype()),
+        fmt::join(hidden.shape(), "x"));
+  check(router_logits.dtype() == DType::f32 && router_logits.shape().size() == 2 &&
+            router_logits.shape()[0] == M && router_logits.shape()[1] == E,
+        "router logits must be f32 [{}, {}] (tokens, experts), got {} {}", M, E,
+        name(router_logits.dtype()), fmt::join(router_logits.shape(), "x"));
   c.experts = std::make_unique<QuantizedExperts>(std::move(experts));
-
-  c.hidden = Buffer(act_dtype, {M, H});
-  fill_normal(c.hidden, rng);
-  c.router_logits = Buffer(DType::f32, {M, E});
-  fill_normal(c.router_logits, rng);
+  c.hidden = std::move(hidden);
+  c.router_logits = std::move(router_logits);
   // Routing and truth both come from the independent reference, never from the code under test.
   const ReferenceRouting routing =
       reference_route(c.config.routing, c.router_logits.data_as<float>(), M, E);
@@ -79,6 +127,14 @@ MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType a
                  [](double w) { return static_cast<float>(w); });
   c.reference = reference_forward(c.config, *c.experts, c.hidden, routing);
   return c;
+}
+
+void round_to_dtype(Buffer& f32_values, DType dtype) {
+  for (float& v : f32_values.span<float>()) {
+    alignas(8) std::byte stored[8]{};
+    store_from_double(stored, dtype, 0, v);
+    v = static_cast<float>(load_as_double(stored, dtype, 0));
+  }
 }
 
 double relative_error(const Buffer& out, const Buffer& reference) {

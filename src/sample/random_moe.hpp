@@ -39,15 +39,28 @@ struct MoECase {
 QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme, bool bias,
                               std::mt19937_64& rng);
 
+// Uniformly random codes (and zero points) with scales ~ 1/(4.6 sqrt K) (+-25%), straight from a
+// fast generator: for benchmark-sized layers, where quantizing float weights would take minutes and
+// gigabytes for the same statistics. Integer schemes without act-order.
+QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
+                                    std::mt19937_64& rng);
+
 MoECase make_case(const CaseSpec& spec);
 
 // The inputs and float64 reference for given experts (e.g. a checkpoint's layer): hidden
 // ~ N(0, 1) in `act_dtype`, router logits ~ N(0, 1), both drawn from `rng`.
 MoECase make_case(MoEConfig config, QuantizedExperts experts, int64_t M, DType act_dtype,
                   std::mt19937_64& rng);
+// The same for given hidden states ([M, H], f32 / bf16 / f16) and router logits (f32 [M, E]);
+// throws Error naming the expected shape when they do not fit the layer.
+MoECase make_case(MoEConfig config, QuantizedExperts experts, Buffer hidden, Buffer router_logits);
 
 // ||out - reference|| / ||reference|| over all elements; out may be f64, f32, f16 or bf16.
 double relative_error(const Buffer& out, const Buffer& reference);
+
+// Rounds every value of an f32 buffer to the nearest `dtype` value (f16 / bf16), as a checkpoint
+// storing it in that dtype would hold it.
+void round_to_dtype(Buffer& f32_values, DType dtype);
 
 // Fills a buffer of any float dtype with N(mean, stddev) samples (rounded to its dtype).
 void fill_normal(Buffer& b, std::mt19937_64& rng, double mean = 0.0, double stddev = 1.0);

@@ -66,6 +66,7 @@ TEST(Inspect, ALayerThatDoesNotLoadIsAFindingNotAnAbort) {
   EXPECT_NE(r.layers[0].error.find("experts.3.gate_proj' is missing"), std::string::npos)
       << r.layers[0].error;
   ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.problems, 1);
   EXPECT_EQ(to_json(r)["layers"][0]["error"], r.layers[0].error);
 }
 
@@ -93,8 +94,9 @@ TEST(Inspect, NonFiniteScaleOnDiskIsAFinding) {
 
   const CheckpointReport r = inspect(Checkpoint::open(dir.path()));
   ASSERT_EQ(r.findings.size(), 1u);
-  EXPECT_NE(r.findings[0].find("layer 0: does not load: w2.scales: element"), std::string::npos)
+  EXPECT_NE(r.findings[0].find("layer 0 does not load: w2.scales: element"), std::string::npos)
       << r.findings[0];
+  EXPECT_EQ(r.problems, 1);
   EXPECT_NE(r.findings[0].find("is inf"), std::string::npos) << r.findings[0];
 }
 

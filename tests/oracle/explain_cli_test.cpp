@@ -2,8 +2,6 @@
 // described by flags, its JSON compared with what the oracle itself answers.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -16,31 +14,24 @@
 #include "qmoe/error.hpp"
 #include "qmoe/oracle.hpp"
 #include "support/moe_case.hpp"
+#include "support/run_cli.hpp"
 
 namespace qmoe {
 namespace {
 
-struct CliRun {
-  int status = 0;
-  std::string out;  // stdout and stderr
-};
+using test::CliRun;
+using test::run_cli;
 
-CliRun run_cli(const std::string& args) {
-  const std::string command = std::string(QMOE_CLI) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) throw Error("cannot run " + command);
-  CliRun r;
-  std::array<char, 4096> chunk{};
-  size_t n = 0;
-  while ((n = fread(chunk.data(), 1, chunk.size(), pipe)) > 0) r.out.append(chunk.data(), n);
-  r.status = pclose(pipe);
-  return r;
-}
-
-nlohmann::json run_json(const std::string& args) {
+// The JSON report, checking the exit code: 0, or 1 when no backend can run the layer (then
+// stderr's one-line error follows the JSON and is cut off before parsing).
+nlohmann::json run_json(const std::string& args, int expected_status = 0) {
   const CliRun r = run_cli(args + " --json");
-  EXPECT_EQ(r.status, 0) << r.out;
-  return nlohmann::json::parse(r.out);
+  EXPECT_EQ(r.status, expected_status) << r.out;
+  const size_t error = r.out.find("\nqmoe: error: ");
+  if (expected_status != 0) {
+    EXPECT_NE(r.out.find("qmoe: error: no backend can run"), std::string::npos) << r.out;
+  }
+  return nlohmann::json::parse(r.out.substr(0, error));
 }
 
 // A two-layer checkpoint of one format and scheme, in a fresh temporary directory.
@@ -84,14 +75,14 @@ class ExplainCheckpoint : public testing::TestWithParam<Fixture> {
 };
 
 TEST_P(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
-  const nlohmann::json j = run_json(args_);
+  const Selection expected = evaluate(describe(GetParam().scheme, config_), host_cpu());
+  const nlohmann::json j = run_json(args_, expected.error.empty() ? 0 : 1);
   ASSERT_EQ(j["groups"].size(), 1u);
   const nlohmann::json& g = j["groups"][0];
   EXPECT_EQ(g["layers"], nlohmann::json({0, 1}));
   EXPECT_NE(g["source"].get<std::string>().find(std::string(name(GetParam().format))),
             std::string::npos)
       << g["source"];
-  const Selection expected = evaluate(describe(GetParam().scheme, config_), host_cpu());
   EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
   ASSERT_EQ(g["backends"].size(), expected.verdicts.size());
   for (size_t i = 0; i < expected.verdicts.size(); ++i) {
@@ -101,12 +92,13 @@ TEST_P(ExplainCheckpoint, ReportsTheOraclesChoiceForEveryLayer) {
 }
 
 TEST_P(ExplainCheckpoint, AnswersForAHandDescribedGpu) {
-  const nlohmann::json j = run_json(args_ + " --device h100 --dtype bf16");
-  const nlohmann::json& g = j["groups"][0];
-  EXPECT_EQ(j["device"]["compute_capability"], 90);
   LayerDesc layer = describe(GetParam().scheme, config_);
   layer.activation_dtype = DType::bf16;
   const Selection expected = evaluate(layer, parse_device("h100"));
+  const nlohmann::json j =
+      run_json(args_ + " --device h100 --dtype bf16", expected.error.empty() ? 0 : 1);
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_EQ(j["device"]["compute_capability"], 90);
   EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
   EXPECT_EQ(g.value("error", std::string()), expected.error);
 }
@@ -141,7 +133,8 @@ TEST(ExplainFixtures, EveryFixtureOnEveryDeviceMatchesTheOracle) {
       SCOPED_TRACE(device);
       const Selection expected =
           evaluate(describe(ckpt.scheme(), ckpt.moe_config()), parse_device(device));
-      const nlohmann::json g = run_json("explain " + dir + " --device " + device)["groups"][0];
+      const nlohmann::json g = run_json("explain " + dir + " --device " + device,
+                                        expected.error.empty() ? 0 : 1)["groups"][0];
       EXPECT_EQ(g["layers"], nlohmann::json(ckpt.moe_layers()));
       EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
       EXPECT_EQ(g.value("error", std::string()), expected.error);
@@ -150,7 +143,9 @@ TEST(ExplainFixtures, EveryFixtureOnEveryDeviceMatchesTheOracle) {
         EXPECT_EQ(g["backends"][i]["reason"], expected.verdicts[i].reason);
     }
     const CliRun table = run_cli("explain " + dir);
-    EXPECT_EQ(table.status, 0) << table.out;
+    const bool runs_here =
+        evaluate(describe(ckpt.scheme(), ckpt.moe_config()), host_cpu()).error.empty();
+    EXPECT_EQ(table.status, runs_here ? 0 : 1) << table.out;
     EXPECT_NE(table.out.find("layers 0-1 (" + std::string(ckpt.format()) + " checkpoint"),
               std::string::npos)
         << table.out;
@@ -170,7 +165,7 @@ TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
 
 TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
   const nlohmann::json j =
-      run_json("explain --experts 8 --hidden 256 --intermediate 128 --mxfp4 --backend cpu");
+      run_json("explain --experts 8 --hidden 256 --intermediate 128 --mxfp4 --backend cpu", 1);
   const nlohmann::json& g = j["groups"][0];
   EXPECT_TRUE(g["chosen"].is_null());
   EXPECT_NE(g["error"].get<std::string>().find("Backends that would: emulation"),
@@ -178,9 +173,11 @@ TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
 }
 
 TEST(ExplainFlags, ShardsAreJudgedAsRankZeroSees) {
+  // No backend is chosen (cpu cannot, emulation is never automatic): exit code 1.
   const nlohmann::json j = run_json(
       "explain --experts 8 --hidden 256 --intermediate 128 --group 32 --act-order --tp 2 "
-      "--device cpu:avx2,fma");
+      "--device cpu:avx2,fma",
+      1);
   const nlohmann::json& g = j["groups"][0];
   EXPECT_EQ(g["shard"]["tp"], 2);
   // The act-order w2 shard keeps full-K scales: the cpu backend declares it cannot run that.

@@ -2,17 +2,14 @@
 // the chosen backend, compares with the float64 reference and reports backend, error and time.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
-#include <vector>
-
 #include "command.hpp"
 #include "core/check.hpp"
-#include "placed_tensor.hpp"
+#include "forward_run.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/device.hpp"
 #include "qmoe/moe.hpp"
 #include "sample/random_moe.hpp"
+#include "units.hpp"
 
 namespace qmoe::cli {
 namespace {
@@ -27,30 +24,6 @@ struct DemoOptions {
   std::string model;  // a checkpoint directory; empty = the embedded default
 };
 
-// "auto": the first CUDA device when there is one, else the host CPU.
-Device parse_demo_device(const std::string& s) {
-  if (s == "auto") {
-    const std::vector<DeviceDesc> gpus = cuda_devices();
-    return gpus.empty() ? Device{} : gpus.front().device();
-  }
-  const DeviceDesc d = parse_device(s);
-  check(!d.described, "--device must be a device of this machine (cpu, cuda, cuda:N), not '{}'", s);
-  return d.device();
-}
-
-// "auto": f32 on the CPU, bf16 on a GPU (tensor-core backends take 16-bit activations).
-DType parse_dtype(const std::string& s, Device device) {
-  if (s == "auto") return device.kind == DeviceKind::cpu ? DType::f32 : DType::bf16;
-  if (s == "f32") return DType::f32;
-  if (s == "bf16") return DType::bf16;
-  if (s == "f16") return DType::f16;
-  fail("--dtype must be auto, f32, bf16 or f16, got '{}'", s);
-}
-
-// Output rounding alone costs ~2^-9 (bf16) / 2^-12 (f16) relative per element; backends may also
-// round intermediates to 16 bits. The bounds leave room for that and nothing more.
-double error_bound(DType t) { return t == DType::f32 ? 5e-3 : 1.5e-2; }
-
 sample::MoECase default_case(const DemoOptions& o, DType dtype) {
   const sample::CaseSpec spec{.E = 8,
                               .H = 512,
@@ -60,8 +33,9 @@ sample::MoECase default_case(const DemoOptions& o, DType dtype) {
                               .scheme = QuantScheme{.bits = 4, .group_size = 128},
                               .act_dtype = dtype,
                               .seed = o.seed};
-  fmt::print("qmoe demo: E={} top-k={} H={} I={} {} weights, {} tokens in {}\n", spec.E, spec.top_k,
-             spec.H, spec.I, to_string(spec.scheme), spec.M, name(dtype));
+  fmt::print("qmoe demo: E={} top-k={} H={} I={} {} weights, {} in {}\n", spec.E, spec.top_k,
+             spec.H, spec.I, to_string(spec.scheme), plural(spec.M, "token", "tokens"),
+             name(dtype));
   return sample::make_case(spec);
 }
 
@@ -70,42 +44,28 @@ sample::MoECase model_case(const DemoOptions& o, DType dtype) {
   const Checkpoint ckpt = Checkpoint::open(o.model);
   const int layer = ckpt.moe_layers().front();
   const MoEConfig m = ckpt.layer_config(layer);
-  fmt::print("qmoe demo: {} layer {} ({}): E={} top-k={} H={} I={} {} weights, {} tokens in {}\n",
-             o.model, layer, ckpt.format(), m.num_experts, m.top_k(), m.hidden, m.intermediate,
-             to_string(ckpt.scheme()), o.tokens, name(dtype));
+  fmt::print("qmoe demo: {} layer {} ({}): E={} top-k={} H={} I={} {} weights, {} in {}\n", o.model,
+             layer, ckpt.format(), m.num_experts, m.top_k(), m.hidden, m.intermediate,
+             to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"), name(dtype));
   std::mt19937_64 rng(o.seed);
   return sample::make_case(m, ckpt.load_layer(layer), o.tokens, dtype, rng);
 }
 
 void run_demo(const DemoOptions& o) {
-  const Device device = parse_demo_device(o.device);
-  const DType dtype = parse_dtype(o.dtype, device);
-  check(o.tokens >= 1, "--tokens must be at least 1, got {}", o.tokens);
-  check(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
+  const Device device = machine_device(o.device);
+  const DType dtype = activation_dtype(o.dtype, device);
   const sample::MoECase c = o.model.empty() ? default_case(o, dtype) : model_case(o, dtype);
 
   const MoE moe(c.config, *c.experts, o.backend, device);
   Buffer out(dtype, {o.tokens, c.config.hidden});
-  const PlacedTensor hidden(c.hidden, device), logits(c.router_logits, device);
-  const PlacedTensor out_on_device(out, device);
-  std::vector<double> micros;
-  for (int r = 0; r < o.repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    moe.forward(hidden.view(), logits.view(), out_on_device.view());
-    synchronize(device);
-    micros.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  out_on_device.copy_to(out);
-  std::nth_element(micros.begin(), micros.begin() + micros.size() / 2, micros.end());
+  const TimedForward timed = run_forwards(moe, c.hidden, c.router_logits, out, device, o.repeats);
   const double error = sample::relative_error(out, c.reference);
   const double bound = error_bound(dtype);
   fmt::print("backend:        {} on {}\n", moe.backend_name(), to_string(device));
   for (const Verdict& v : moe.selection().verdicts)
     if (!v.chosen) fmt::print("  not {}: {}\n", v.backend, v.reason);
   fmt::print("relative error: {:.3e} (bound {:.1e}, vs float64 reference)\n", error, bound);
-  fmt::print("time:           {:.1f} us per forward (median of {})\n", micros[micros.size() / 2],
+  fmt::print("time:           {} per forward (median of {})\n", format_seconds(timed.median()),
              o.repeats);
   check(error < bound, "relative error {:.3e} exceeds the bound {:.1e}", error, bound);
   fmt::print("ok\n");
@@ -121,8 +81,12 @@ void add_demo(CLI::App& root) {
       ->capture_default_str();
   demo->add_option("--dtype", options->dtype, "Activation dtype: auto, f32, bf16 or f16")
       ->capture_default_str();
-  demo->add_option("--tokens", options->tokens, "Tokens in the batch")->capture_default_str();
-  demo->add_option("--repeats", options->repeats, "Timed forwards")->capture_default_str();
+  demo->add_option("--tokens", options->tokens, "Tokens in the batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  demo->add_option("--repeats", options->repeats, "Timed forwards")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   demo->add_option("--seed", options->seed, "Random seed")->capture_default_str();
   demo->add_option("--model", options->model,
                    "Checkpoint directory: run its first MoE layer instead of the built-in one");

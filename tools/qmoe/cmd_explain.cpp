@@ -41,7 +41,7 @@ DType parse_dtype(const std::string& s) {
   if (s == "f32") return DType::f32;
   if (s == "f16") return DType::f16;
   if (s == "bf16") return DType::bf16;
-  fail("--dtype must be f32, f16 or bf16, got '{}'", s);
+  usage_error("--dtype must be f32, f16 or bf16, got '{}'", s);
 }
 
 LayerDesc described_layer(const ExplainOptions& o) {
@@ -79,8 +79,9 @@ std::string layer_list(const std::vector<int>& layers) {
 
 std::vector<LayerGroup> layer_groups(const ExplainOptions& o) {
   const bool described = o.experts > 0 || o.hidden > 0 || o.intermediate > 0;
-  if (o.dir.empty()) return {{{}, "described by flags", described_layer(o)}};
-  check(!described, "give a checkpoint directory or describe a layer by flags, not both");
+  if (o.dir.empty())
+    return {{{}, "described by flags", parse_flag([&] { return described_layer(o); })}};
+  if (described) usage_error("give a checkpoint directory or describe a layer by flags, not both");
   const Checkpoint ckpt = Checkpoint::open(o.dir, OpenOptions{.as_moe_wna16 = o.moe_wna16});
   const std::vector<int> layers = ckpt.moe_layers();
   check(!layers.empty(), "{} holds no quantized MoE layers", o.dir);
@@ -182,13 +183,20 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
 }
 
 void run_explain(const ExplainOptions& o) {
-  const DeviceDesc device = parse_device(o.device);
+  const DeviceDesc device = parse_flag([&] { return parse_device(o.device); });
   std::vector<Explained> all;
   for (LayerGroup& g : layer_groups(o)) all.push_back(explain(std::move(g), o, device));
   if (o.json) {
     print_json(all, device);
   } else {
     print_table(all, device);
+  }
+  for (const Explained& e : all) {
+    if (!e.selection.error.empty())
+      throw ProblemFound{
+          fmt::format("no backend can run {} on {}",
+                      e.group.layers.empty() ? "the layer" : "layers " + layer_list(e.group.layers),
+                      device.to_string())};
   }
 }
 
@@ -203,8 +211,12 @@ void add_explain(CLI::App& root) {
   cmd->add_option("--backend", o->backend, "auto, or the backend you want checked")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Activation dtype f32, f16 or bf16 (default: any)");
-  cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str();
-  cmd->add_option("--ep", o->ep, "Expert-parallel size")->capture_default_str();
+  cmd->add_option("--tp", o->tp, "Tensor-parallel size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ep", o->ep, "Expert-parallel size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
   cmd->add_flag("--moe-wna16", o->moe_wna16,
                 "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");

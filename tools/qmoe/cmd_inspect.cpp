@@ -7,7 +7,9 @@
 
 #include "command.hpp"
 #include "format/inspect.hpp"
+#include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "units.hpp"
 
 namespace qmoe::cli {
 namespace {
@@ -16,6 +18,7 @@ struct InspectOptions {
   std::string dir;
   bool json = false;
   bool moe_wna16 = false;
+  bool quiet = false;
 };
 
 void print_table(const format::CheckpointReport& r) {
@@ -32,37 +35,47 @@ void print_table(const format::CheckpointReport& r) {
   fmt::print("shape:       H = {}, I = {}, activation {}\n", m.hidden, m.intermediate,
              name(m.activation));
   fmt::print("\n{:>5}  {:>16}  {:>16}  {:>10}  {:>21}  {}\n", "layer", "w13 [E,N,K]", "w2 [E,N,K]",
-             "bytes", "|scale| min..max", "status");
+             "size", "|scale| min..max", "status");
   int64_t total = 0;
   for (const auto& l : r.layers) {
     total += l.bytes;
     if (!l.error.empty()) {
-      fmt::print("{:>5}  {:>16}  {:>16}  {:>10}  {:>21}  error\n", l.layer, "-", "-", l.bytes, "-");
+      fmt::print("{:>5}  {:>16}  {:>16}  {:>10}  {:>21}  error\n", l.layer, "-", "-",
+                 format_bytes(l.bytes), "-");
       continue;
     }
     const float lo = std::min(l.w13.min_abs_scale, l.w2.min_abs_scale);
     const float hi = std::max(l.w13.max_abs_scale, l.w2.max_abs_scale);
     fmt::print("{:>5}  {:>16}  {:>16}  {:>10}  {:>10.3g}..{:<9.3g}  ok{}\n", l.layer,
                fmt::format("{}", fmt::join(l.w13.shape, "x")),
-               fmt::format("{}", fmt::join(l.w2.shape, "x")), l.bytes, lo, hi,
+               fmt::format("{}", fmt::join(l.w2.shape, "x")), format_bytes(l.bytes), lo, hi,
                l.has_bias ? " (bias)" : "");
   }
-  fmt::print("{} MoE layers, {} bytes of expert tensors\n", r.layers.size(), total);
+  fmt::print("{}, {} of expert tensors\n",
+             plural(static_cast<int64_t>(r.layers.size()), "MoE layer", "MoE layers"),
+             format_bytes(total));
   if (r.findings.empty()) {
     fmt::print("nothing suspicious\n");
   } else {
-    fmt::print("\n{} finding(s):\n", r.findings.size());
+    fmt::print("\n{}:\n", plural(static_cast<int64_t>(r.findings.size()), "finding", "findings"));
     for (const auto& f : r.findings) fmt::print("  - {}\n", f);
   }
 }
 
 void run_inspect(const InspectOptions& o) {
   const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
-  const format::CheckpointReport report = format::inspect(ckpt);
+  Progress progress("loading layer", static_cast<int64_t>(ckpt.moe_layers().size()),
+                    !o.quiet && !o.json);
+  const format::CheckpointReport report = format::inspect(ckpt, [&] { progress.step(); });
+  progress.clear();
   if (o.json) {
     fmt::print("{}\n", format::to_json(report).dump(2));
   } else {
     print_table(report);
+  }
+  if (report.problems > 0) {
+    throw ProblemFound{fmt::format("{}: {} in the checkpoint", o.dir,
+                                   plural(report.problems, "problem", "problems"))};
   }
 }
 
@@ -74,6 +87,7 @@ void add_inspect(CLI::App& root) {
   cmd->add_flag("--json", options->json, "Print JSON instead of a table");
   cmd->add_flag("--moe-wna16", options->moe_wna16,
                 "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  cmd->add_flag("--quiet", options->quiet, "No progress line");
   cmd->callback([options] { run_inspect(*options); });
 }
 

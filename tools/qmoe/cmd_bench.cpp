@@ -1,0 +1,418 @@
+// `qmoe bench [DIR | --shape H,I,E,TOPK] [--m 1,8,...]`: the MoE forward of one layer on every
+// backend of a device, per token count M: median time, the fraction of this machine's floor
+// (ceilings measured in the same run) and the speed-up over a plain float baseline (OpenBLAS sgemm
+// on weights dequantized to f32, on the CPU). Table, --json, and --plot F.svg.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "command.hpp"
+#include "core/check.hpp"
+#include "forward_run.hpp"
+#include "placed_tensor.hpp"
+#include "progress.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "qmoe/oracle.hpp"
+#include "route/topk.hpp"
+#include "sample/random_moe.hpp"
+#include "scheme_flag.hpp"
+#include "svg_chart.hpp"
+#include "units.hpp"
+#ifdef QMOE_BENCH_OPENBLAS
+#include "backend/emulation/dense_forward.hpp"
+#include "bench_baselines.hpp"
+#include "bench_ceilings.hpp"
+#endif
+
+namespace qmoe::cli {
+namespace {
+
+constexpr const char* kBaseline = "openblas-f32";
+
+struct BenchOptions {
+  std::string dir;
+  std::string shape;  // "H,I,E,TOPK"
+  std::string scheme = "int4-g128";
+  std::vector<int64_t> m{1, 8, 32, 128};
+  std::string device = "auto";
+  std::vector<std::string> backends;  // empty: every compatible one but the emulation
+  double seconds = 0.3;               // sampling time per row
+  bool moe_wna16 = false, json = false, quiet = false;
+  std::string plot;
+  uint64_t seed = 2026;
+};
+
+struct Layer {
+  std::string source;
+  MoEConfig config;
+  std::optional<QuantizedExperts> experts;
+};
+
+Layer make_layer(const BenchOptions& o) {
+  if (!o.dir.empty()) {
+    if (!o.shape.empty()) usage_error("give a checkpoint directory or --shape, not both");
+    const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
+    const int layer = ckpt.moe_layers().front();
+    return {fmt::format("{} layer {}", o.dir, layer), ckpt.layer_config(layer),
+            ckpt.load_layer(layer)};
+  }
+  std::vector<int64_t> v;
+  const std::string shape = o.shape.empty() ? "2048,768,32,8" : o.shape;
+  for (size_t at = 0; at <= shape.size();) {
+    const size_t comma = std::min(shape.find(',', at), shape.size());
+    try {
+      size_t used = 0;
+      v.push_back(std::stoll(shape.substr(at, comma - at), &used));
+      if (used != comma - at) v.push_back(-1);
+    } catch (const std::exception&) {
+      v.push_back(-1);
+    }
+    at = comma + 1;
+  }
+  if (v.size() != 4 || *std::min_element(v.begin(), v.end()) < 1)
+    usage_error("--shape '{}': expected H,I,E,TOPK (positive integers, e.g. 2048,768,128,8)",
+                shape);
+  Layer l;
+  l.config.hidden = v[0];
+  l.config.intermediate = v[1];
+  l.config.num_experts = v[2];
+  l.config.routing.top_k = static_cast<int>(v[3]);
+  l.config.routing.renormalize = true;
+  parse_flag([&] { validate(l.config); });
+  const QuantScheme scheme = parse_scheme_flag(o.scheme);
+  if (scheme.kind != WeightKind::integer || scheme.act_order)
+    usage_error("--scheme {}: --shape takes integer schemes without act-order", o.scheme);
+  for (const int64_t K : {l.config.hidden, l.config.intermediate}) {
+    if (K % scheme.group_size_for(K) != 0 || (scheme.bits == 4 && K % 2 != 0))
+      usage_error("--shape {}: the group size {} must divide H and I", shape,
+                  scheme.group_size_for(K));
+  }
+  std::mt19937_64 rng(o.seed);
+  l.source = fmt::format("random {} layer", to_string(scheme));
+  l.experts.emplace(sample::random_codes_weight(l.config.num_experts, l.config.w13_rows(),
+                                                l.config.hidden, scheme, rng),
+                    sample::random_codes_weight(l.config.num_experts, l.config.hidden,
+                                                l.config.intermediate, scheme, rng));
+  return l;
+}
+
+// Bytes a backend must read for one expert: codes, 16-bit scales, zero points, bias.
+double expert_bytes(const QuantizedExperts& x) {
+  double bytes = 0;
+  for (const QuantizedWeight* w : {&x.w13(), &x.w2()}) {
+    const double rows = static_cast<double>(w->N);
+    const double groups = static_cast<double>(w->groups());
+    bytes += rows * static_cast<double>(w->code_bytes_per_row());
+    bytes += rows * groups * (w->scheme.kind == WeightKind::mxfp4 ? 1 : 2);
+    if (w->scheme.has_zero_points()) bytes += rows * groups;
+    if (w->has_bias()) bytes += rows * 4;
+  }
+  return bytes;
+}
+
+// R sets of M tokens each, timed back to back, so that a forward does not find the experts it
+// reads in the cache from the one before: R = ceil(240 MB / weight bytes one set touches), 2..16.
+struct TokenSets {
+  std::vector<Buffer> hidden, logits, topk_weights, topk_ids, out;
+  double weight_bytes = 0;  // average bytes of the experts one set touches
+};
+
+TokenSets make_sets(const MoEConfig& c, double bytes_per_expert, int64_t M, DType dtype,
+                    std::mt19937_64& rng) {
+  const double E = static_cast<double>(c.num_experts), k = c.top_k();
+  const double expected = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(M)));
+  const int R =
+      static_cast<int>(std::clamp(std::ceil(240e6 / (expected * bytes_per_expert)), 2.0, 16.0));
+  TokenSets s;
+  for (int r = 0; r < R; ++r) {
+    s.hidden.emplace_back(dtype, std::initializer_list<int64_t>{M, c.hidden});
+    sample::fill_normal(s.hidden.back(), rng);
+    s.logits.emplace_back(DType::f32, std::initializer_list<int64_t>{M, c.num_experts});
+    sample::fill_normal(s.logits.back(), rng);
+    s.topk_weights.emplace_back(DType::f32, std::initializer_list<int64_t>{M, c.top_k()});
+    s.topk_ids.emplace_back(DType::i32, std::initializer_list<int64_t>{M, c.top_k()});
+    route_topk(c.routing, s.logits.back().data_as<float>(), M, c.num_experts,
+               s.topk_weights.back().data_as<float>(), s.topk_ids.back().data_as<int32_t>());
+    s.out.emplace_back(dtype, std::initializer_list<int64_t>{M, c.hidden});
+    const std::span<const int32_t> ids = s.topk_ids.back().span<int32_t>();
+    s.weight_bytes += static_cast<double>(std::set<int32_t>(ids.begin(), ids.end()).size()) *
+                      bytes_per_expert / R;
+  }
+  return s;
+}
+
+struct Timing {
+  double median = 0, p10 = 0, p90 = 0;
+};
+
+// Per-forward times of `pass` (one forward over every set), sampled for about `seconds`.
+Timing time_passes(size_t sets, const std::function<void()>& pass, double seconds) {
+  pass();  // warm-up: workspaces, threads
+  std::vector<double> samples;
+  const auto begin = std::chrono::steady_clock::now();
+  while (
+      samples.size() < 3 ||
+      (samples.size() < 1000 &&
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds)) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    samples.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        static_cast<double>(sets));
+  }
+  std::sort(samples.begin(), samples.end());
+  const double last = static_cast<double>(samples.size() - 1);
+  auto at = [&](double q) { return samples[static_cast<size_t>(q * last + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+struct Ceilings {
+  double read_bytes_per_s = 0, flops_per_s = 0;  // 0: not measured in this build
+  std::string how;
+};
+
+Ceilings measure(Device device) {
+#ifdef QMOE_BENCH_OPENBLAS
+  if (device.kind == DeviceKind::cpu) {
+    const bench::Ceilings c = bench::measure_ceilings();
+    return {c.read_gbps * 1e9, bench::openblas_sgemm_flops(),
+            "streaming read over buffers far larger than the cache; OpenBLAS 1024^3 sgemm"};
+  }
+#endif
+  (void)device;
+  return {0, 0, "not measured by qmoe bench on this device (use moe_bench on a GPU)"};
+}
+
+struct Row {
+  std::string backend;
+  int64_t M = 0;
+  Timing t;
+  double floor_s = 0, weight_bytes = 0, flops = 0;
+  double speedup = NAN;  // baseline time / this time
+  double error = NAN;    // relative to the baseline's output on the same tokens
+  std::string failure;
+};
+
+void print_table(const std::vector<Row>& rows, const Ceilings& ceil) {
+  fmt::print("{:<14} {:>6}  {:>28}  {:>10}  {:>7}  {:>9}  {:>10}\n", "backend", "M",
+             "time (p10-p90)", "floor", "÷floor", "GB/s", fmt::format("×{}", kBaseline));
+  for (const Row& r : rows) {
+    if (!r.failure.empty()) {
+      fmt::print("{:<14} {:>6}  FAIL: {}\n", r.backend, r.M, r.failure);
+      continue;
+    }
+    fmt::print("{:<14} {:>6}  {:>28}  {:>10}  {:>7}  {:>9.1f}  {:>10}\n", r.backend, r.M,
+               fmt::format("{} ({}-{})", format_seconds(r.t.median), format_seconds(r.t.p10),
+                           format_seconds(r.t.p90)),
+               ceil.read_bytes_per_s > 0 ? format_seconds(r.floor_s) : "-",
+               ceil.read_bytes_per_s > 0 ? fmt::format("{:.2f}", r.floor_s / r.t.median) : "-",
+               r.weight_bytes / r.t.median / 1e9,
+               std::isnan(r.speedup) ? "-" : fmt::format("{:.2f}", r.speedup));
+  }
+}
+
+nlohmann::ordered_json to_json(const std::vector<Row>& rows, const Ceilings& ceil,
+                               const std::string& device, const std::string& layer) {
+  nlohmann::ordered_json j;
+  j["device"] = device;
+  j["layer"] = layer;
+  j["ceilings"] = {{"read_bytes_per_s", ceil.read_bytes_per_s},
+                   {"flops_per_s", ceil.flops_per_s},
+                   {"how", ceil.how}};
+  j["baseline"] = kBaseline;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const Row& r : rows) {
+    nlohmann::ordered_json row = {{"backend", r.backend}, {"m", r.M}};
+    if (!r.failure.empty()) {
+      row["error"] = r.failure;
+    } else {
+      row["median_s"] = r.t.median;
+      row["p10_s"] = r.t.p10;
+      row["p90_s"] = r.t.p90;
+      row["weight_bytes"] = r.weight_bytes;
+      row["flops"] = r.flops;
+      if (ceil.read_bytes_per_s > 0) {
+        row["floor_s"] = r.floor_s;
+        row["fraction_of_floor"] = r.floor_s / r.t.median;
+      }
+      if (!std::isnan(r.speedup)) row["speedup_over_baseline"] = r.speedup;
+      if (!std::isnan(r.error)) row["error_vs_baseline"] = r.error;
+    }
+    j["rows"].push_back(row);
+  }
+  return j;
+}
+
+void write_plot(const std::string& path, const std::vector<Row>& rows, const std::string& title) {
+  std::vector<Series> series;
+  for (const Row& r : rows) {
+    if (!r.failure.empty()) continue;
+    auto it = std::find_if(series.begin(), series.end(),
+                           [&](const Series& s) { return s.name == r.backend; });
+    if (it == series.end()) it = series.insert(series.end(), Series{r.backend, {}, {}});
+    it->x.push_back(static_cast<double>(r.M));
+    it->y.push_back(r.t.median * 1e6);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  if (!out.good()) fail("{}: cannot create", path);
+  out << log_log_chart_svg(title, "tokens per forward (M)", "time per forward (µs)", series);
+  if (!out.good()) fail("{}: write failed", path);
+}
+
+void run_bench(const BenchOptions& o) {
+  const Device device = machine_device(o.device);
+  const DeviceDesc desc = device.kind == DeviceKind::cpu ? host_cpu() : query_device(device);
+  const DType dtype = activation_dtype("auto", device);
+  Layer layer = make_layer(o);
+  const QuantizedExperts& experts = *layer.experts;
+  const MoEConfig& config = layer.config;
+  LayerDesc layer_desc = describe(experts, config);
+  layer_desc.activation_dtype = dtype;
+  std::vector<std::string> backends = o.backends;
+  if (backends.empty()) {
+    for (const Verdict& v : evaluate(layer_desc, desc).verdicts)
+      if (v.compatible && v.backend != "emulation") backends.push_back(v.backend);
+  }
+  if (backends.empty())
+    throw ProblemFound{fmt::format("no backend can run {} on {}; try --backend emulation",
+                                   layer_desc.to_string(), desc.to_string())};
+  const std::string title =
+      fmt::format("{}: {} on {}", layer.source, layer_desc.to_string(), desc.to_string());
+  if (!o.json) fmt::print("{}\n", title);
+
+  std::vector<std::unique_ptr<MoE>> moes;
+  for (const std::string& b : backends)
+    moes.push_back(std::make_unique<MoE>(config, experts, b, device));
+  const bool baseline = device.kind == DeviceKind::cpu && dtype == DType::f32;
+#ifdef QMOE_BENCH_OPENBLAS
+  const DequantizedExperts dense = baseline ? dequantize(experts) : DequantizedExperts{};
+#endif
+  const Ceilings ceil = measure(device);
+  if (!o.json && ceil.read_bytes_per_s > 0) {
+    fmt::print("ceilings (this run): read {}/s, {:.0f} GFLOP/s ({})\n",
+               format_bytes(static_cast<int64_t>(ceil.read_bytes_per_s)), ceil.flops_per_s / 1e9,
+               ceil.how);
+  }
+
+  const double bytes_per_expert = expert_bytes(experts);
+  std::mt19937_64 rng(o.seed + 1);
+  std::vector<Row> rows;
+  Progress progress("benchmarking", static_cast<int64_t>(o.m.size()), !o.quiet && !o.json);
+  for (const int64_t M : o.m) {
+    TokenSets sets = make_sets(config, bytes_per_expert, M, dtype, rng);
+    const double flops = 2.0 * static_cast<double>(M * config.top_k()) *
+                         static_cast<double>(config.w13_rows() * config.hidden +
+                                             config.hidden * config.intermediate);
+    double floor_s = 0;
+    if (ceil.read_bytes_per_s > 0)
+      floor_s = std::max(sets.weight_bytes / ceil.read_bytes_per_s, flops / ceil.flops_per_s);
+    std::optional<double> baseline_s;
+    Buffer baseline_out;  // the baseline's output for set 0, to check every backend against
+#ifdef QMOE_BENCH_OPENBLAS
+    if (baseline) {
+      Row r{kBaseline, M, {}, floor_s, sets.weight_bytes, flops, 1.0, 0.0, {}};
+      r.t = time_passes(
+          sets.hidden.size(),
+          [&] {
+            for (size_t i = 0; i < sets.hidden.size(); ++i)
+              bench::openblas_moe_forward(
+                  dense, config,
+                  RoutedBatch{sets.hidden[i].view(), sets.topk_weights[i].view(),
+                              sets.topk_ids[i].view(), sets.out[i].view()});
+          },
+          o.seconds);
+      baseline_s = r.t.median;
+      baseline_out = sets.out[0].clone();
+      rows.push_back(r);
+    }
+#endif
+    for (size_t b = 0; b < moes.size(); ++b) {
+      Row r{backends[b], M, {}, floor_s, sets.weight_bytes, flops, NAN, NAN, {}};
+      try {
+        std::vector<PlacedTensor> hidden, logits, out;
+        for (size_t i = 0; i < sets.hidden.size(); ++i) {
+          hidden.emplace_back(sets.hidden[i], device);
+          logits.emplace_back(sets.logits[i], device);
+          out.emplace_back(sets.out[i], device);
+        }
+        r.t = time_passes(
+            sets.hidden.size(),
+            [&] {
+              for (size_t i = 0; i < hidden.size(); ++i)
+                moes[b]->forward(hidden[i].view(), logits[i].view(), out[i].view());
+              synchronize(device);
+            },
+            o.seconds);
+        if (baseline_s) r.speedup = *baseline_s / r.t.median;
+        if (!baseline_out.empty()) {
+          Buffer result(sets.out[0].dtype(), sets.out[0].shape());
+          out[0].copy_to(result);
+          r.error = sample::relative_error(result, baseline_out);
+          if (!(r.error < error_bound(dtype)))
+            r.failure = fmt::format("error {:.2e} vs the baseline", r.error);
+        }
+      } catch (const Error& e) {
+        r.failure = e.what();
+      }
+      rows.push_back(r);
+    }
+    progress.step();
+  }
+  progress.clear();
+  if (o.json) {
+    fmt::print("{}\n", to_json(rows, ceil, desc.to_string(), layer_desc.to_string()).dump(2));
+  } else {
+    print_table(rows, ceil);
+  }
+  if (!o.plot.empty()) {
+    write_plot(o.plot, rows,
+               fmt::format("{}, E={} H={} I={} top-{}, on {}", to_string(experts.w13().scheme),
+                           config.num_experts, config.hidden, config.intermediate, config.top_k(),
+                           to_string(device)));
+    if (!o.json) fmt::print("wrote {}\n", o.plot);
+  }
+  for (const Row& r : rows)
+    if (!r.failure.empty()) throw ProblemFound{fmt::format("{} failed at M = {}", r.backend, r.M)};
+}
+
+void add_bench(CLI::App& root) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench", "Time one MoE layer on every backend of a device against a float baseline");
+  cmd->add_option("dir", o->dir, "Checkpoint directory: bench its first MoE layer");
+  cmd->add_option("--shape", o->shape,
+                  "H,I,E,TOPK of a random layer (default 2048,768,32,8 without DIR)");
+  cmd->add_option("--scheme", o->scheme, "Scheme of the random layer")->capture_default_str();
+  cmd->add_option("--m", o->m, "Token counts, e.g. 1,8,32,128")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device, "auto (a GPU when present), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backends,
+                  "Backends to time, e.g. cpu,emulation (default: every compatible one but the "
+                  "emulation)")
+      ->delimiter(',');
+  cmd->add_option("--seconds", o->seconds, "Sampling time per row")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--moe-wna16", o->moe_wna16,
+                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+  cmd->add_option("--plot", o->plot, "Write an SVG chart of time against M per backend");
+  cmd->add_flag("--quiet", o->quiet, "No progress line");
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->callback([o] { run_bench(*o); });
+}
+
+const bool registered = register_command(&add_bench);
+
+}  // namespace
+}  // namespace qmoe::cli

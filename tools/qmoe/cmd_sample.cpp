@@ -1,0 +1,146 @@
+// `qmoe sample --format F [--scheme S] DIR`: writes a small example checkpoint (random experts
+// quantized with the reference quantizer) to try `inspect`, `explain`, `verify` and `run` on.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <random>
+
+#include "command.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "sample/random_moe.hpp"
+#include "scheme_flag.hpp"
+#include "units.hpp"
+
+namespace qmoe::cli {
+namespace {
+
+struct SampleOptions {
+  std::string dir;
+  std::string format = "gptq";
+  std::string scheme;  // empty: the format's usual scheme
+  int layers = 2;
+  int64_t experts = 8, hidden = 512, intermediate = 256;
+  int top_k = 2;
+  uint64_t seed = 2026;
+  bool force = false;  // replace a checkpoint already in dir
+};
+
+// Removes the files of a checkpoint (config.json, *.safetensors, the index) from dir, nothing else.
+void remove_checkpoint(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::filesystem::path& p = entry.path();
+    if (p.filename() == "config.json" || p.filename() == "model.safetensors.index.json" ||
+        p.extension() == ".safetensors")
+      std::filesystem::remove(p);
+  }
+}
+
+std::string default_scheme(CheckpointFormat f) {
+  switch (f) {
+    case CheckpointFormat::awq: return "int4-g128-asym";
+    case CheckpointFormat::mxfp4: return "mxfp4";
+    default: return "int4-g128";
+  }
+}
+
+MoEConfig sample_config(const SampleOptions& o, bool gpt_oss) {
+  MoEConfig c;
+  c.num_experts = o.experts;
+  c.hidden = o.hidden;
+  c.intermediate = o.intermediate;
+  c.routing.top_k = o.top_k;
+  c.routing.renormalize = true;
+  if (gpt_oss) {
+    c.activation = Activation::swigluoai_uninterleave;
+    c.activation_params = ActivationParams{.alpha = 1.702f, .limit = 7.0f, .beta = 1.0f};
+    c.w13_bias = c.w2_bias = true;
+  }
+  validate(c);
+  return c;
+}
+
+void run_sample(const SampleOptions& o) {
+  const CheckpointFormat format = parse_flag([&] { return parse_checkpoint_format(o.format); });
+  const bool wna16 = format == CheckpointFormat::moe_wna16;
+  const bool mxfp4 = format == CheckpointFormat::mxfp4;
+  const std::string scheme_text = o.scheme.empty() ? default_scheme(format) : o.scheme;
+  const QuantScheme scheme = parse_scheme_flag(scheme_text);
+  if (mxfp4 != (scheme.kind == WeightKind::mxfp4))
+    usage_error("--scheme {} does not go with --format {} (mxfp4 weights are the mxfp4 format's)",
+                scheme_text, o.format);
+  if (wna16 && scheme.act_order)
+    usage_error("--format moe_wna16 reads GPTQ without act-order; drop -act-order");
+  const MoEConfig config = parse_flag([&] { return sample_config(o, mxfp4); });
+  parse_flag([&] { validate(scheme); });
+  for (const int64_t K : {config.hidden, config.intermediate}) {
+    if (K % scheme.group_size_for(K) != 0)
+      usage_error(
+          "--scheme {}: the group size {} must divide both --hidden {} and --intermediate {}",
+          scheme_text, scheme.group_size_for(K), config.hidden, config.intermediate);
+  }
+
+  WriteOptions options;
+  options.format = wna16 ? CheckpointFormat::gptq : format;
+  // Scales and biases as real checkpoints store them: f16, and bf16 for gpt-oss.
+  options.scale_dtype = mxfp4 ? DType::bf16 : DType::f16;
+  if (mxfp4) {
+    options.naming = ExpertNaming::gpt_oss;
+    options.model_type = "gpt_oss";
+  }
+  std::mt19937_64 rng(o.seed);
+  std::vector<QuantizedExperts> layers;
+  for (int l = 0; l < o.layers; ++l) {
+    QuantizedWeight w13 = sample::random_weight(config.num_experts, config.w13_rows(),
+                                                config.hidden, scheme, config.w13_bias, rng);
+    QuantizedWeight w2 = sample::random_weight(config.num_experts, config.hidden,
+                                               config.intermediate, scheme, config.w2_bias, rng);
+    for (QuantizedWeight* w : {&w13, &w2}) {
+      if (!mxfp4) sample::round_to_dtype(w->scales, options.scale_dtype);
+      if (w->has_bias()) sample::round_to_dtype(w->bias, options.scale_dtype);
+    }
+    layers.emplace_back(std::move(w13), std::move(w2));
+  }
+  if (o.force) remove_checkpoint(o.dir);
+  write_checkpoint(o.dir, config, layers, options);
+
+  int64_t bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(o.dir))
+    if (entry.is_regular_file()) bytes += static_cast<int64_t>(entry.file_size());
+  fmt::print("wrote {}: {} checkpoint, {}, {} of {} experts (H={}, I={}, top-{}), {}\n", o.dir,
+             name(options.format), to_string(scheme), plural(o.layers, "layer", "layers"),
+             config.num_experts, config.hidden, config.intermediate, config.routing.top_k,
+             format_bytes(bytes));
+  const std::string read_as = wna16 ? " --moe-wna16" : "";
+  fmt::print(
+      "next: qmoe inspect {0}{1}; qmoe explain {0}{1}; qmoe verify {0}{1}; qmoe run {0}{1}\n",
+      o.dir, read_as);
+}
+
+void add_sample(CLI::App& root) {
+  auto o = std::make_shared<SampleOptions>();
+  CLI::App* cmd =
+      root.add_subcommand("sample", "Write a small example checkpoint of random quantized experts");
+  cmd->add_option("dir", o->dir, "Directory to create (must not hold a checkpoint)")->required();
+  cmd->add_option("--format", o->format, "gptq, awq, compressed-tensors, moe_wna16 or mxfp4")
+      ->capture_default_str();
+  cmd->add_option("--scheme", o->scheme,
+                  "int4-g128, int8-g32-asym, int4-channelwise, int4-g128-act-order, mxfp4, ... "
+                  "(default: the format's usual one)");
+  cmd->add_option("--layers", o->layers, "MoE layers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--experts", o->experts, "Experts per layer")->capture_default_str();
+  cmd->add_option("--hidden", o->hidden, "Hidden size H")->capture_default_str();
+  cmd->add_option("--intermediate", o->intermediate, "Expert intermediate size I")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Experts per token")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--force", o->force, "Replace a checkpoint already in DIR");
+  cmd->callback([o] { run_sample(*o); });
+}
+
+const bool registered = register_command(&add_sample);
+
+}  // namespace
+}  // namespace qmoe::cli

@@ -1,0 +1,134 @@
+// `qmoe verify DIR`: every MoE layer the checkpoint declares loads, and every backend that can run
+// it on this machine (CPU and each GPU) matches the float64 reference on random tokens. One row per
+// layer and backend; exit 1 when any row fails.
+#include <fmt/format.h>
+
+#include <random>
+
+#include "command.hpp"
+#include "forward_run.hpp"
+#include "progress.hpp"
+#include "qmoe/checkpoint.hpp"
+#include "qmoe/oracle.hpp"
+#include "sample/random_moe.hpp"
+#include "units.hpp"
+
+namespace qmoe::cli {
+namespace {
+
+struct VerifyOptions {
+  std::string dir;
+  bool moe_wna16 = false;
+  int64_t tokens = 16;
+  uint64_t seed = 2026;
+  bool quiet = false;
+};
+
+struct Row {
+  int layer = 0;
+  std::string backend = "-", device = "-", dtype = "-";
+  double error = 0, bound = 0, seconds = 0;
+  std::string failure;  // empty: passed
+};
+
+void print_row(const Row& r) {
+  const bool ran = r.bound > 0;
+  fmt::print("{:>5}  {:<10}  {:<8}  {:<5}  {:>10}  {:>8}  {:>10}  {}\n", r.layer, r.backend,
+             r.device, r.dtype, ran ? fmt::format("{:.2e}", r.error) : "-",
+             ran ? fmt::format("{:.1e}", r.bound) : "-", ran ? format_seconds(r.seconds) : "-",
+             r.failure.empty() ? "ok" : "FAIL: " + r.failure);
+}
+
+// Every backend that passes the oracle's checks for this layer on `device`, each run and compared.
+std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& config,
+                          const QuantizedExperts& experts, const VerifyOptions& o) {
+  const DType dtype = activation_dtype("auto", device.device());
+  LayerDesc desc = describe(experts, config);
+  desc.activation_dtype = dtype;
+  std::mt19937_64 rng(o.seed + static_cast<uint64_t>(layer));
+  const sample::MoECase c = sample::make_case(config, experts.clone(), o.tokens, dtype, rng);
+  std::vector<Row> rows;
+  for (const Verdict& v : evaluate(desc, device).verdicts) {
+    if (!v.compatible) continue;
+    Row r{.layer = layer,
+          .backend = v.backend,
+          .device = to_string(device.device()),
+          .dtype = std::string(name(dtype)),
+          .bound = error_bound(dtype),
+          .failure = {}};
+    try {
+      const MoE moe(c.config, *c.experts, v.backend, device.device());
+      Buffer out(dtype, {o.tokens, config.hidden});
+      r.seconds = run_forwards(moe, c.hidden, c.router_logits, out, device.device(), 3).median();
+      r.error = sample::relative_error(out, c.reference);
+      if (!(r.error < r.bound)) r.failure = "error above the bound";
+    } catch (const Error& e) {
+      r.failure = e.what();
+    }
+    rows.push_back(std::move(r));
+  }
+  if (rows.empty()) {
+    rows.push_back(Row{.layer = layer,
+                       .device = to_string(device.device()),
+                       .dtype = std::string(name(dtype)),
+                       .failure = "no backend can run this layer here"});
+  }
+  return rows;
+}
+
+void run_verify(const VerifyOptions& o) {
+  const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
+  const std::vector<DeviceDesc> devices = machine_devices();
+  fmt::print("{}: {} checkpoint, {}, {} per check\n", o.dir, ckpt.format(),
+             to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"));
+  fmt::print("{:>5}  {:<10}  {:<8}  {:<5}  {:>10}  {:>8}  {:>10}  {}\n", "layer", "backend",
+             "device", "dtype", "rel. error", "bound", "time", "status");
+  int failures = 0;
+  Progress progress("verifying", static_cast<int64_t>(ckpt.moe_layers().size()), !o.quiet);
+  for (int layer : ckpt.moe_layers()) {
+    std::vector<Row> rows;
+    try {
+      const QuantizedExperts experts = ckpt.load_layer(layer);
+      const MoEConfig config = ckpt.layer_config(layer);
+      for (const DeviceDesc& device : devices) {
+        for (Row& r : check_on(device, layer, config, experts, o)) rows.push_back(std::move(r));
+      }
+    } catch (const Error& e) {
+      rows.push_back(Row{.layer = layer, .failure = std::string("does not load: ") + e.what()});
+    }
+    progress.clear();
+    for (const Row& r : rows) {
+      print_row(r);
+      failures += r.failure.empty() ? 0 : 1;
+    }
+    progress.step();
+  }
+  progress.clear();
+  for (int layer : ckpt.missing_layers()) {
+    print_row(Row{.layer = layer, .failure = "declared in config.json, no experts in the files"});
+    ++failures;
+  }
+  if (failures > 0)
+    throw ProblemFound{fmt::format("{}: {} failed", o.dir, plural(failures, "check", "checks"))};
+  fmt::print("ok\n");
+}
+
+void add_verify(CLI::App& root) {
+  auto o = std::make_shared<VerifyOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "verify", "Check every layer on every backend of this machine against the reference");
+  cmd->add_option("dir", o->dir, "Checkpoint directory")->required();
+  cmd->add_flag("--moe-wna16", o->moe_wna16,
+                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  cmd->add_option("--tokens", o->tokens, "Random tokens per check")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--quiet", o->quiet, "No progress line");
+  cmd->callback([o] { run_verify(*o); });
+}
+
+const bool registered = register_command(&add_verify);
+
+}  // namespace
+}  // namespace qmoe::cli
