@@ -53,6 +53,24 @@ format::TensorInfo info_of(const std::string& name, const nb::ndarray<nb::ro>& a
   return t;
 }
 
+// experts[e] lists the projections whose rows stack into expert e (gate then up for w13).
+QuantizedWeight stack(const std::vector<std::vector<format::Projection>>& experts,
+                      const QuantScheme& scheme, const std::string& what) {
+  const std::vector<format::Projection>& first = experts.front();
+  int64_t N = 0;
+  for (const format::Projection& p : first) N += p.N();
+  QuantizedWeight w = format::allocate_stacked(int64_t(experts.size()), N, first.front().K(),
+                                               scheme, !first.front().bias.empty());
+  for (size_t e = 0; e < experts.size(); ++e) {
+    int64_t row0 = 0;
+    for (size_t part = 0; part < experts[e].size(); ++part) {
+      format::put_projection(w, int64_t(e), row0, int(part), experts[e][part], what);
+      row0 += experts[e][part].N();
+    }
+  }
+  return w;
+}
+
 QuantizedExperts experts_from_layout(const std::string& format_name,
                                      const std::map<std::string, nb::ndarray<nb::ro>>& tensors,
                                      const MoEConfig& config, const QuantScheme& scheme,
@@ -79,8 +97,7 @@ QuantizedExperts experts_from_layout(const std::string& format_name,
       w13[e].push_back(read(e, "up_proj", config.intermediate, config.hidden));
     w2[e].push_back(read(e, "down_proj", config.hidden, config.intermediate));
   }
-  return QuantizedExperts(format::stack_projections(w13, scheme, "w13"),
-                          format::stack_projections(w2, scheme, "w2"));
+  return QuantizedExperts(stack(w13, scheme, "w13"), stack(w2, scheme, "w2"));
 }
 
 }  // namespace

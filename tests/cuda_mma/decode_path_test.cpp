@@ -44,6 +44,8 @@ TEST(UpstreamRegression, DecodeLayersGoToCudaMma) {  // #15
       config.activation_dtype = DType::bf16;
       for (const QuantScheme& s : {test::scheme(4, 128), test::scheme(4, 128, true),
                                    test::scheme(8, kChannelwise), test::scheme(4, 32)}) {
+        if (m.H % s.group_size_for(m.H) != 0 || m.I % s.group_size_for(m.I) != 0)
+          continue;  // no such checkpoint: e.g. gpt-oss (H 2880) is not split in groups of 128
         const Selection sel = select(describe(s, config), parse_device(device));
         EXPECT_EQ(sel.backend, "cuda-mma") << m.name << " " << to_string(s) << " on " << device;
       }
