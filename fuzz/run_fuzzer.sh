@@ -22,12 +22,12 @@ case "$target" in
     sources=(src/format/safetensors.cpp src/core/dtype.cpp)
     seeds='*.safetensors' ;;
   config)
-    sources=(src/format/model_config.cpp src/config/moe_config.cpp src/quant/scheme.cpp
-             src/core/dtype.cpp)
+    sources=(src/format/model_config.cpp src/format/regular_file.cpp src/config/moe_config.cpp
+             src/quant/scheme.cpp src/core/dtype.cpp)
     seeds='config.json' ;;
   index)
     sources=(src/format/tensor_store.cpp src/format/safetensors.cpp src/format/mapped_file.cpp
-             src/core/dtype.cpp)
+             src/format/regular_file.cpp src/core/dtype.cpp)
     seeds='*.index.json' ;;
   *) echo "unknown fuzz target '$target' (valid: safetensors, config, index)" >&2; exit 2 ;;
 esac
