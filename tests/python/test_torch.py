@@ -158,6 +158,7 @@ class Block(torch.nn.Module):
     def __init__(self, moe, hidden, experts):
         super().__init__()
         self.gate = torch.nn.Linear(hidden, experts, bias=False, device="cuda", dtype=torch.bfloat16)
+        self.requires_grad_(False)  # serving: the op has no autograd formula to trace
         self.moe = moe
         self.layer = moe.op_id  # a plain int, a constant to torch.compile
 
