@@ -4,7 +4,8 @@
 # the GPU tests, a reduced GPU test set under compute-sanitizer memcheck and racecheck, then the
 # MoE benchmark. Everything lands in OUTDIR as at most 8 files (what the device tool brings back):
 #   env.txt build.log ctest.log memcheck.log racecheck.log bench.txt bench.jsonl summary.json
-# Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH)
+# Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH,
+#   SANITIZE=0 to skip the compute-sanitizer steps, CTEST_REGEX to run only matching GPU tests)
 # It never runs scripts/setup.sh: there is no package registry to install from there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -77,7 +78,7 @@ step build "$out/build.log" "$build_limit" "$cmake" --build "$build" --parallel 
   --target "${targets[@]}" || exit 1
 
 step ctest "$out/ctest.log" "$(upto 150)" ctest --test-dir "$build" -L cuda --output-on-failure \
-  --parallel 4 --timeout 120
+  --parallel 4 --timeout 120 ${CTEST_REGEX:+-R "$CTEST_REGEX"}
 # The user's first command on a GPU machine: the demo picks the GPU and the oracle's backend there.
 step demo "$out/ctest.log" "$(upto 60)" "$build/qmoe" demo
 # The README's walk-through on a GPU machine: verify runs every backend of the machine (cpu and
@@ -113,7 +114,15 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'
 mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments'
-for tool in memcheck racecheck; do
+# cuda-wgmma: int4 and int8, zero points, bias, f16, experts without rows, N not whole tiles.
+wgmma='Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/int4_g128_m300_e8_top2_n_not_whole_tiles'
+for name in int4_g128_asym_m7_e256_top8 int8_g64_asym_m300_e60_top6_bias \
+  int4_g64_swigluoai_bias_m64_e8_top2; do
+  wgmma+=":Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/$name"
+done
+for tool in $([ "${SANITIZE:-1}" = 0 ] || echo memcheck racecheck); do
+  step "$tool-wgmma" "$out/$tool.log" "$(upto 100)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
+    "$build/tests/cuda_wgmma/cuda_wgmma_tests" --gtest_filter="$wgmma"
   step "$tool" "$out/$tool.log" "$(upto 60)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
   step "$tool-mma" "$out/$tool.log" "$(upto 200)" "$sanitizer" --tool "$tool" --error-exitcode 3 \

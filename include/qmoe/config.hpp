@@ -62,6 +62,10 @@ struct MoEConfig {
   // dtype of hidden/out. When set, the oracle checks it as the MoE is built and every forward
   // must use it; unset, each forward checks its dtype against the chosen backend's.
   std::optional<DType> activation_dtype;
+  // "auto" on a device with a large-batch backend (cuda-wgmma on sm_90) prepares it too and runs
+  // batches from its crossover on with it (Selection::plan): a second copy of the weights in its
+  // layout. false keeps one backend and one copy.
+  bool large_batch_backend = true;
 
   int top_k() const { return routing.top_k; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }

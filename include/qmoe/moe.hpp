@@ -25,6 +25,9 @@ class MoE {
 
   const MoEConfig& config() const { return config_; }
   std::string_view backend_name() const;
+  // The backend a forward of `tokens` tokens runs on: backend_name(), or the plan's large-batch
+  // backend from its crossover on (Selection::plan; bf16/f16 as the MoE was prepared for).
+  std::string_view backend_for(int64_t tokens, DType dtype) const;
   // How the backend was chosen: the oracle's verdict on every backend (a named backend is checked
   // by the same rules and the others' verdicts say whether they would have run too).
   const Selection& selection() const { return selection_; }
@@ -59,6 +62,17 @@ class MoE {
   Selection selection_;
   const Backend* backend_ = nullptr;
   std::unique_ptr<PreparedExperts> prepared_;
+  // The plan's second step, when there is one (Selection::plan).
+  const Backend* large_backend_ = nullptr;
+  std::unique_ptr<PreparedExperts> large_prepared_;
+  int64_t large_from_tokens_ = 0;
+  DType large_dtype_ = DType::bf16;
+
+  struct Runner {
+    const Backend* backend;
+    const PreparedExperts* prepared;
+  };
+  Runner runner_for(int64_t tokens, DType dtype) const;
 };
 
 }  // namespace qmoe

@@ -60,9 +60,20 @@ struct Verdict {
   std::string reason;       // why it was not chosen; empty for the chosen backend
 };
 
+// One backend of a plan and the batches it runs: from `from_tokens` tokens up to the next step's.
+struct PlanStep {
+  std::string backend;
+  int64_t from_tokens = 1;
+  std::string why;
+};
+
 struct Selection {
   std::string backend;            // the chosen backend's registry name
   std::vector<Verdict> verdicts;  // every known backend: chosen first, then priority order
+  // "auto" on a device with a large-batch backend (cuda-wgmma on sm_90): the chosen backend for
+  // small batches, then that one from its crossover on; the MoE prepares both and picks per call.
+  // Empty when `backend` runs every batch.
+  std::vector<PlanStep> plan;
   std::string error;  // evaluate() only: why no backend was chosen (then `backend` is empty)
 };
 

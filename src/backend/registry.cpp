@@ -4,6 +4,9 @@
 #ifdef QMOE_WITH_CUDA
 #include "backend/cuda_mma/cuda_mma.hpp"
 #endif
+#ifdef QMOE_WITH_WGMMA
+#include "backend/cuda_wgmma/cuda_wgmma.hpp"
+#endif
 
 namespace qmoe {
 
@@ -14,6 +17,9 @@ const std::vector<const Backend*>& built_backends() {
       &cpu_backend(),
 #ifdef QMOE_WITH_CUDA
       &cuda_mma_backend(),
+#endif
+#ifdef QMOE_WITH_WGMMA
+      &cuda_wgmma_backend(),
 #endif
   };
   return backends;

@@ -4,6 +4,7 @@
 #include "core/check.hpp"
 #include "core/convert.hpp"
 #include "moe/routing_contract.hpp"
+#include "moe/tuning.hpp"
 #include "oracle/checks.hpp"
 
 namespace qmoe {
@@ -61,6 +62,16 @@ MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& b
   selection_ = choose(backend, experts, config_, device_);
   backend_ = resolve(selection_.backend);
   prepared_ = backend_->prepare(experts, config_, device_);
+  if (selection_.plan.size() == 2 && config_.large_batch_backend) {
+    apply_tuned_crossover(selection_, query_device(device_).name, describe(experts, config_));
+    const PlanStep& large = selection_.plan[1];
+    large_backend_ = resolve(large.backend);
+    large_prepared_ = large_backend_->prepare(experts, config_, device_);
+    large_from_tokens_ = large.from_tokens;
+    large_dtype_ = config_.activation_dtype.value_or(DType::bf16);
+  } else {
+    selection_.plan.clear();
+  }
 }
 
 MoE::~MoE() = default;
@@ -68,6 +79,16 @@ MoE::MoE(MoE&&) noexcept = default;
 MoE& MoE::operator=(MoE&&) noexcept = default;
 
 std::string_view MoE::backend_name() const { return backend_->name(); }
+
+MoE::Runner MoE::runner_for(int64_t tokens, DType dtype) const {
+  if (large_backend_ && tokens >= large_from_tokens_ && dtype == large_dtype_)
+    return {large_backend_, large_prepared_.get()};
+  return {backend_, prepared_.get()};
+}
+
+std::string_view MoE::backend_for(int64_t tokens, DType dtype) const {
+  return runner_for(tokens, dtype).backend->name();
+}
 
 int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& out) const {
   check(hidden.rank() == 2, "hidden must be [M, H], got {}", hidden.describe());
@@ -92,6 +113,8 @@ int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& ou
 void MoE::reserve(int64_t max_tokens, void* stream) const {
   check(max_tokens >= 1, "reserve: max_tokens must be at least 1, got {}", max_tokens);
   backend_->reserve(*prepared_, max_tokens, stream);
+  if (large_backend_ && max_tokens >= large_from_tokens_)
+    large_backend_->reserve(*large_prepared_, max_tokens, stream);
 }
 
 void MoE::forward(TensorView hidden, TensorView router_logits, TensorView out, void* stream) const {
@@ -102,7 +125,8 @@ void MoE::forward(TensorView hidden, TensorView router_logits, TensorView out, v
   if (M == 0) return;
   if (device_.kind == DeviceKind::cpu)
     check_router_logits(router_logits.data_as<const float>(), M, config_.num_experts);
-  backend_->forward(*prepared_, config_, hidden, router_logits, out, stream);
+  const Runner r = runner_for(M, hidden.dtype());
+  r.backend->forward(*r.prepared, config_, hidden, router_logits, out, stream);
 }
 
 void MoE::forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
@@ -118,7 +142,8 @@ void MoE::forward_routed(TensorView hidden, TensorView topk_weights, TensorView 
     check_routed_input(topk_ids.data_as<const int32_t>(), topk_weights.data_as<const float>(), M, k,
                        config_.num_experts);
   }
-  backend_->run(*prepared_, config_, RoutedBatch{hidden, topk_weights, topk_ids, out, stream});
+  const Runner r = runner_for(M, hidden.dtype());
+  r.backend->run(*r.prepared, config_, RoutedBatch{hidden, topk_weights, topk_ids, out, stream});
 }
 
 }  // namespace qmoe

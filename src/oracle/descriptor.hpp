@@ -57,6 +57,11 @@ struct BackendDescriptor {
   bool pads_to_tile = false;
   int64_t max_experts = 0;  // 0 = no limit
   int max_top_k = 0;        // 0 = no limit
+
+  // A large-batch partner: "auto" keeps the backend it chose and adds this one, when compatible,
+  // for batches of at least this many rows per expert (M * top_k / E); 0 = not a partner. The
+  // value is the crossover measured on the reference device; `qmoe tune` measures it for others.
+  int64_t large_batch_rows_per_expert = 0;
 };
 
 // Every backend's descriptor (the priority table's entries, src/oracle/priority.cpp), and one by

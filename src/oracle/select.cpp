@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.hpp"
 #include "oracle/build_check.hpp"
 #include "oracle/checks.hpp"
@@ -66,6 +68,10 @@ std::string platform_name(DeviceKind k) { return k == DeviceKind::cpu ? "CPU" : 
 
 }  // namespace
 
+int64_t plan_crossover_tokens(int64_t rows_per_expert, int64_t num_experts, int top_k) {
+  return std::max<int64_t>(2, (rows_per_expert * num_experts + top_k - 1) / top_k);
+}
+
 Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, const LayerDesc& layer,
                          const DeviceDesc& device, std::string_view preference,
                          const BuildGap& build_gap) {
@@ -112,6 +118,23 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
     s.backend = std::string(chosen->backend->name);
     s.verdicts.push_back({s.backend, std::string(chosen->backend->summary), true, true, ""});
   }
+  const Evaluated* partner = nullptr;
+  if (automatic && chosen) {
+    for (const Evaluated& e : all)
+      if (&e != chosen && !e.reason && e.backend->large_batch_rows_per_expert > 0) {
+        partner = &e;
+        break;
+      }
+  }
+  if (partner) {
+    const int64_t rows = partner->backend->large_batch_rows_per_expert;
+    const int64_t from = plan_crossover_tokens(rows, layer.num_experts, layer.top_k);
+    s.plan.push_back({s.backend, 1, fmt::format("below {} tokens", from)});
+    s.plan.push_back({std::string(partner->backend->name), from,
+                      fmt::format("from {} tokens ({} rows per expert at top-{} of {} experts), "
+                                  "where it measured faster",
+                                  from, rows, layer.top_k, layer.num_experts)});
+  }
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;
     Verdict v{std::string(e.backend->name), std::string(e.backend->summary), false, !e.reason,
@@ -120,6 +143,9 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
       v.reason = fmt::format("compatible, but '{}' was asked for", preference);
     } else if (!e.reason && e.backend->opt_in_only) {
       v.reason = "compatible, but the slow reference is used only when asked for by name";
+    } else if (&e == partner) {
+      v.reason = fmt::format("compatible: runs batches of {} tokens and more (the plan)",
+                             s.plan.back().from_tokens);
     } else if (!e.reason) {
       v.reason = fmt::format("compatible, but '{}' comes first in the {} priority order", s.backend,
                              platform_name(device.kind));

@@ -22,16 +22,6 @@ const BackendDescriptor& cpu_rules() { return test::descriptor("cpu"); }
 const BackendDescriptor& cuda_mma_rules() { return test::descriptor("cuda-mma"); }
 const BackendDescriptor& cuda_wgmma_rules() { return test::descriptor("cuda-wgmma"); }
 
-// cuda-wgmma's own rules, as they will apply once its kernel exists.
-const BackendDescriptor& wgmma_if_written() {
-  static const BackendDescriptor d = [] {
-    BackendDescriptor b = cuda_wgmma_rules();
-    b.unavailable = {};
-    return b;
-  }();
-  return d;
-}
-
 struct Rule {
   const char* name;
   const BackendDescriptor& (*backend)();
@@ -163,18 +153,17 @@ INSTANTIATE_TEST_SUITE_P(CudaMma, DescriptorRule, testing::Values(
     Rule{"odd_shapes_are_padded", cuda_mma_rules, "h100", [] { return with_scheme(shape(2000, 200), int_scheme(4, kChannelwise)); }, kPass}));
 
 INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
-    Rule{"not_written_yet", cuda_wgmma_rules, "h100", base, "kernel not written yet"},
-    Rule{"not_written_even_on_cpu", cuda_wgmma_rules, kCpu, base, "kernel not written yet"},
-    Rule{"base_h200", wgmma_if_written, "h200", base, kPass},
-    Rule{"sm_90a_only", wgmma_if_written, "a100", base, "needs compute capability sm_90; "},
-    Rule{"not_on_blackwell", wgmma_if_written, "b200", base, "needs compute capability sm_90; "},
-    Rule{"int8_asym", wgmma_if_written, "h100", [] { return scheme(int_scheme(8, 64, true)); }, kPass},
-    Rule{"g32", wgmma_if_written, "h100", [] { return scheme(int_scheme(4, 32)); }, "group size 32 is not supported"},
-    Rule{"act_order", wgmma_if_written, "h100", [] { return scheme(int_scheme(4, 128, false, true)); }, "act-order (g_idx, GPTQ desc_act) is not supported"},
-    Rule{"bias", wgmma_if_written, "h100", biased, kPass},
-    Rule{"router_weight_on_input", wgmma_if_written, "h100", router_on_input, "apply_router_weight_on_input"},
-    Rule{"f32", wgmma_if_written, "h100", [] { return dtype(DType::f32); }, "f32 activations"},
-    Rule{"w13_rows_off_tile", wgmma_if_written, "h100", [] { return shape(2048, 800); }, "w13 is [N=1600, K=2048]: N must be a multiple of 128"}));
+    Rule{"base_h200", cuda_wgmma_rules, "h200", base, kPass},
+    Rule{"sm_90a_only", cuda_wgmma_rules, "a100", base, "needs compute capability sm_90; "},
+    Rule{"not_on_blackwell", cuda_wgmma_rules, "b200", base, "needs compute capability sm_90; "},
+    Rule{"int8_asym", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(8, 64, true)); }, kPass},
+    Rule{"g32", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(4, 32)); }, "group size 32 is not supported"},
+    Rule{"act_order", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(4, 128, false, true)); }, "act-order (g_idx, GPTQ desc_act) is not supported"},
+    Rule{"bias", cuda_wgmma_rules, "h100", biased, kPass},
+    Rule{"router_weight_on_input", cuda_wgmma_rules, "h100", router_on_input, kPass},
+    Rule{"f32", cuda_wgmma_rules, "h100", [] { return dtype(DType::f32); }, "f32 activations"},
+    Rule{"w13_rows_off_tile", cuda_wgmma_rules, "h100", [] { return shape(2048, 804); }, "w13 is [N=1608, K=2048]: N must be a multiple of 16"},
+    Rule{"k_off_tile", cuda_wgmma_rules, "h100", [] { return with_scheme(shape(2048, 800), int_scheme(4, kChannelwise)); }, "w2 is [N=2048, K=800]: K must be a multiple of 64"}));
 // clang-format on
 
 // The group-size rules that no shipped descriptor trips today, on descriptors of their own.

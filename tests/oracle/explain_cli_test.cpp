@@ -160,7 +160,7 @@ TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
   EXPECT_NE(r.out.find("emulation   chosen"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu         rejected  needs a CPU with x86-64"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("cuda-wgmma  rejected  kernel not written yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cuda-wgmma  rejected  runs on CUDA GPUs"), std::string::npos) << r.out;
 }
 
 TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {

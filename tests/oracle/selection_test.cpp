@@ -94,9 +94,31 @@ TEST(Selection, UnbuiltBackendIsRejectedWithTheBuildHint) {
             "not built into this qmoe (its sources are not in this build)");
 }
 
-TEST(Selection, WgmmaSaysItsKernelIsNotWrittenYet) {
-  const Selection s = evaluate(base_layer(), parse_device("h100"));
-  EXPECT_EQ(verdict_of(s, "cuda-wgmma").reason, "kernel not written yet");
+TEST(Selection, AutoOnSm90PlansCudaMmaThenWgmmaFromItsCrossover) {
+  const LayerDesc l = base_layer();
+  const Selection s = select_among(descriptors_for(DeviceKind::cuda), l, parse_device("h100"),
+                                   "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  ASSERT_EQ(s.plan.size(), 2u);
+  EXPECT_EQ(s.plan[0].backend, "cuda-mma");
+  EXPECT_EQ(s.plan[0].from_tokens, 1);
+  EXPECT_EQ(s.plan[1].backend, "cuda-wgmma");
+  // rows per expert M * k / E reach the descriptor's crossover
+  const int64_t rows = test::descriptor("cuda-wgmma").large_batch_rows_per_expert;
+  EXPECT_EQ(s.plan[1].from_tokens, (rows * l.num_experts + l.top_k - 1) / l.top_k);
+  EXPECT_NE(verdict_of(s, "cuda-wgmma").reason.find("(the plan)"), std::string::npos);
+}
+
+TEST(Selection, NoPlanForANamedBackendOrALayerTheLargeBatchBackendCannotRun) {
+  const DeviceDesc h100 = parse_device("h100");
+  const auto order = descriptors_for(DeviceKind::cuda);
+  EXPECT_TRUE(select_among(order, base_layer(), h100, "cuda-mma", everything_built).plan.empty());
+  const LayerDesc act_order = with_scheme(base_layer(), int_scheme(4, 128, false, true));
+  const Selection s = select_among(order, act_order, h100, "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  EXPECT_TRUE(s.plan.empty());
+  EXPECT_TRUE(select_among(order, base_layer(), parse_device("a100"), "auto", everything_built)
+                  .plan.empty());
 }
 
 TEST(Selection, LowerPriorityCompatibleBackendsSaySo) {
@@ -223,7 +245,7 @@ TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
 TEST(UpstreamRegression, NoBackendSaysWhatToChange) {
   const LayerDesc l = with_scheme(base_layer(), test::mxfp4_scheme());
   expect_error([&] { select(l, parse_device("sm_75")); }, "cuda-mma: needs compute capability");
-  expect_error([&] { select(l, parse_device("h100")); }, "cuda-wgmma: kernel not written yet");
+  expect_error([&] { select(l, parse_device("h100")); }, "cuda-wgmma: w13: mxfp4");
 }
 
 TEST(UpstreamRegression, EveryWrittenBackendIsReachable) {  // #8: a dispatch path nobody reached

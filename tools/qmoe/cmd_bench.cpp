@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "bench_layer.hpp"
 #include "command.hpp"
 #include "core/check.hpp"
 #include "forward_run.hpp"
@@ -38,71 +39,14 @@ namespace {
 constexpr const char* kBaseline = "openblas-f32";
 
 struct BenchOptions {
-  std::string dir;
-  std::string shape;  // "H,I,E,TOPK"
-  std::string scheme = "int4-g128";
+  LayerSource layer;
   std::vector<int64_t> m{1, 8, 32, 128};
   std::string device = "auto";
   std::vector<std::string> backends;  // empty: every compatible one but the emulation
   double seconds = 0.3;               // sampling time per row
-  bool moe_wna16 = false, json = false, quiet = false;
+  bool json = false, quiet = false;
   std::string plot;
-  uint64_t seed = 2026;
 };
-
-struct Layer {
-  std::string source;
-  MoEConfig config;
-  std::optional<QuantizedExperts> experts;
-};
-
-Layer make_layer(const BenchOptions& o) {
-  if (!o.dir.empty()) {
-    if (!o.shape.empty()) usage_error("give a checkpoint directory or --shape, not both");
-    const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
-    const int layer = ckpt.moe_layers().front();
-    return {fmt::format("{} layer {}", o.dir, layer), ckpt.layer_config(layer),
-            ckpt.load_layer(layer)};
-  }
-  std::vector<int64_t> v;
-  const std::string shape = o.shape.empty() ? "2048,768,32,8" : o.shape;
-  for (size_t at = 0; at <= shape.size();) {
-    const size_t comma = std::min(shape.find(',', at), shape.size());
-    try {
-      size_t used = 0;
-      v.push_back(std::stoll(shape.substr(at, comma - at), &used));
-      if (used != comma - at) v.push_back(-1);
-    } catch (const std::exception&) {
-      v.push_back(-1);
-    }
-    at = comma + 1;
-  }
-  if (v.size() != 4 || *std::min_element(v.begin(), v.end()) < 1)
-    usage_error("--shape '{}': expected H,I,E,TOPK (positive integers, e.g. 2048,768,128,8)",
-                shape);
-  Layer l;
-  l.config.hidden = v[0];
-  l.config.intermediate = v[1];
-  l.config.num_experts = v[2];
-  l.config.routing.top_k = static_cast<int>(v[3]);
-  l.config.routing.renormalize = true;
-  parse_flag([&] { validate(l.config); });
-  const QuantScheme scheme = parse_scheme_flag(o.scheme);
-  if (scheme.kind != WeightKind::integer || scheme.act_order)
-    usage_error("--scheme {}: --shape takes integer schemes without act-order", o.scheme);
-  for (const int64_t K : {l.config.hidden, l.config.intermediate}) {
-    if (K % scheme.group_size_for(K) != 0 || (scheme.bits == 4 && K % 2 != 0))
-      usage_error("--shape {}: the group size {} must divide H and I", shape,
-                  scheme.group_size_for(K));
-  }
-  std::mt19937_64 rng(o.seed);
-  l.source = fmt::format("random {} layer", to_string(scheme));
-  l.experts.emplace(sample::random_codes_weight(l.config.num_experts, l.config.w13_rows(),
-                                                l.config.hidden, scheme, rng),
-                    sample::random_codes_weight(l.config.num_experts, l.config.hidden,
-                                                l.config.intermediate, scheme, rng));
-  return l;
-}
 
 // Bytes a backend must read for one expert: codes, 16-bit scales, zero points, bias.
 double expert_bytes(const QuantizedExperts& x) {
@@ -271,7 +215,7 @@ void run_bench(const BenchOptions& o) {
   const Device device = machine_device(o.device);
   const DeviceDesc desc = device.kind == DeviceKind::cpu ? host_cpu() : query_device(device);
   const DType dtype = activation_dtype("auto", device);
-  Layer layer = make_layer(o);
+  BenchLayer layer = make_bench_layer(o.layer);
   const QuantizedExperts& experts = *layer.experts;
   const MoEConfig& config = layer.config;
   LayerDesc layer_desc = describe(experts, config);
@@ -303,7 +247,7 @@ void run_bench(const BenchOptions& o) {
   }
 
   const double bytes_per_expert = expert_bytes(experts);
-  std::mt19937_64 rng(o.seed + 1);
+  std::mt19937_64 rng(o.layer.seed + 1);
   std::vector<Row> rows;
   Progress progress("benchmarking", static_cast<int64_t>(o.m.size()), !o.quiet && !o.json);
   for (const int64_t M : o.m) {
@@ -387,10 +331,7 @@ void add_bench(CLI::App& root) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = root.add_subcommand(
       "bench", "Time one MoE layer on every backend of a device against a float baseline");
-  cmd->add_option("dir", o->dir, "Checkpoint directory: bench its first MoE layer");
-  cmd->add_option("--shape", o->shape,
-                  "H,I,E,TOPK of a random layer (default 2048,768,32,8 without DIR)");
-  cmd->add_option("--scheme", o->scheme, "Scheme of the random layer")->capture_default_str();
+  add_layer_flags(*cmd, o->layer);
   cmd->add_option("--m", o->m, "Token counts, e.g. 1,8,32,128")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -403,12 +344,9 @@ void add_bench(CLI::App& root) {
   cmd->add_option("--seconds", o->seconds, "Sampling time per row")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--moe-wna16", o->moe_wna16,
-                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
   cmd->add_option("--plot", o->plot, "Write an SVG chart of time against M per backend");
   cmd->add_flag("--quiet", o->quiet, "No progress line");
-  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->callback([o] { run_bench(*o); });
 }
 

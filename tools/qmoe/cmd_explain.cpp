@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "core/check.hpp"
+#include "moe/tuning.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/oracle.hpp"
 #include "qmoe/shard.hpp"
@@ -107,6 +108,7 @@ Explained explain(LayerGroup group, const ExplainOptions& o, const DeviceDesc& d
     e.judged = e.plan->rank_layer(0);
   }
   e.selection = evaluate(e.judged, device, o.backend);
+  if (!device.described) apply_tuned_crossover(e.selection, device.name, e.judged);
   return e;
 }
 
@@ -134,6 +136,8 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
                                            v.chosen ? "chosen" : "rejected", v.reason);
       fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
+    for (const PlanStep& step : e.selection.plan)
+      fmt::print("  plan: {:<{}}  {}\n", step.backend, width, step.why);
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
   }
   fmt::print("\nbackends:\n");
@@ -177,6 +181,10 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
                                {"compatible", v.compatible},
                                {"reason", v.reason}});
     }
+    g["plan"] = nlohmann::json::array();
+    for (const PlanStep& step : e.selection.plan)
+      g["plan"].push_back(
+          {{"backend", step.backend}, {"from_tokens", step.from_tokens}, {"why", step.why}});
     out["groups"].push_back(std::move(g));
   }
   fmt::print("{}\n", out.dump(2));

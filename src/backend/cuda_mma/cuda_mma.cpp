@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda_forward.hpp"
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
 #include "backend/cuda_mma/workspace_pool.hpp"
@@ -15,7 +16,7 @@
 #include "cuda/combine.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
-#include "cuda/routing.hpp"
+#include "cuda/device_scope.hpp"
 #include "moe/routing_contract.hpp"
 
 namespace qmoe {
@@ -26,21 +27,6 @@ using cuda_mma::GemmPlan;
 using cuda_mma::GemmProblem;
 using cuda_mma::PackedWeightView;
 using cuda_mma::Workspace;
-
-// Restores the caller's current device on scope exit.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    QMOE_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) QMOE_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host) {
@@ -115,23 +101,6 @@ struct CudaMmaExperts final : PreparedExperts {
   }
 };
 
-void check_on_device(const TensorView& t, const char* what, int device) {
-  check(t.device().kind == DeviceKind::cuda && t.device().index == device,
-        "cuda-mma: {} must be on cuda:{}, got {}", what, device, t.describe());
-  check(t.is_contiguous(), "cuda-mma: {} must be contiguous, got {}", what, t.describe());
-}
-
-// A device tensor's elements on the host, after the stream's earlier work (a host sync: only in
-// the routing-checking mode).
-template <class T>
-std::vector<T> on_host(const TensorView& t, cudaStream_t stream) {
-  std::vector<T> host(static_cast<size_t>(t.numel()));
-  QMOE_CUDA_CHECK(cudaMemcpyAsync(host.data(), t.data(), host.size() * sizeof(T),
-                                  cudaMemcpyDeviceToHost, stream));
-  QMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
-}
-
 class CudaMmaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda-mma"; }
@@ -154,7 +123,7 @@ class CudaMmaBackend final : public Backend {
                            {&batch.out, "out"},
                            {&batch.topk_weights, "topk_weights"},
                            {&batch.topk_ids, "topk_ids"}})
-      check_on_device(*t, what, p.device);
+      check_on_device(name(), *t, what, p.device);
     const DType dtype = batch.hidden.dtype();
     check(dtype == DType::bf16 || dtype == DType::f16,
           "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
@@ -178,20 +147,10 @@ class CudaMmaBackend final : public Backend {
                TensorView router_logits, TensorView out, void* stream) const override {
     const auto& p = static_cast<const CudaMmaExperts&>(prepared);
     DeviceScope scope(p.device);
-    check_on_device(router_logits, "router_logits", p.device);
-    const int64_t M = hidden.dim(0);
-    if (routing_checks_on()) {
-      check_router_logits(on_host<float>(router_logits, static_cast<cudaStream_t>(stream)).data(),
-                          M, config.num_experts);
-    }
-    const Workspace& ws = p.workspace(static_cast<cudaStream_t>(stream), M);
-    const RoutingParams params = routing_params(
-        config.routing, p.correction_bias.empty() ? nullptr : p.correction_bias.as<float>());
-    route_on_device(config, params, router_logits, ws.topk_weights.as<float>(),
-                    ws.topk_ids.as<int32_t>(), static_cast<cudaStream_t>(stream));
-    TensorView weights(ws.topk_weights.data(), DType::f32, {M, int64_t(p.top_k)}, hidden.device());
-    TensorView ids(ws.topk_ids.data(), DType::i32, {M, int64_t(p.top_k)}, hidden.device());
-    run(prepared, config, RoutedBatch{hidden, weights, ids, out, stream});
+    const auto s = static_cast<cudaStream_t>(stream);
+    const Workspace& ws = p.workspace(s, hidden.dim(0));
+    route_then_run(*this, prepared, config, p.correction_bias, p.device, hidden, router_logits, out,
+                   {ws.topk_weights.as<float>(), ws.topk_ids.as<int32_t>()}, s);
   }
 
   void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {
@@ -201,14 +160,6 @@ class CudaMmaBackend final : public Backend {
   }
 
  private:
-  static void route_on_device(const MoEConfig& config, const RoutingParams& params,
-                              const TensorView& logits, float* weights, int32_t* ids,
-                              cudaStream_t stream) {
-    validate_routing(params, config.num_experts);
-    QMOE_CUDA_CHECK(route_topk_cuda(params, logits.data_as<const float>(), logits.stride(0),
-                                    logits.dim(0), logits.dim(1), weights, ids, stream));
-  }
-
   static void run_experts(const CudaMmaExperts& p, const Workspace& ws, const MoEConfig& config,
                           const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();

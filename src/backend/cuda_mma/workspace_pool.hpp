@@ -1,8 +1,8 @@
 #pragma once
-// The scratch memory of cuda-mma forwards: one workspace per CUDA device and stream, shared by
-// every cuda-mma layer on that device (engines run layers one after another on a stream, so one
-// layer's scratch is free again when the next starts). The pool lives as long as some layer on its
-// device does.
+// The scratch memory of cuda-mma and cuda-wgmma forwards: one workspace per CUDA device and stream,
+// shared by every CUDA layer on that device (engines run layers one after another on a stream, so
+// one layer's scratch is free again when the next starts). The pool lives as long as some layer on
+// its device does.
 //
 // A workspace grows (to the buffer-by-buffer maximum of what was asked, workspace_sizes.hpp) when a
 // forward or MoE::reserve needs more, except while its stream is capturing a CUDA graph: that is an
@@ -29,6 +29,7 @@ struct Workspace {
       align_scratch;
   DeviceBuffer activated, gemm2_out;
   DeviceBuffer tail_partials, tail_flags;
+  DeviceBuffer gathered, gemm1_out, group_args, gemm_scratch;  // cuda-wgmma's
 };
 
 class WorkspacePool {

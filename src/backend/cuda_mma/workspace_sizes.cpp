@@ -16,7 +16,9 @@ constexpr size_t WorkspaceSizes::*kFields[] = {
     &WorkspaceSizes::expert_offsets,  &WorkspaceSizes::padded_total,
     &WorkspaceSizes::pair_rows,       &WorkspaceSizes::align_scratch,
     &WorkspaceSizes::activated,       &WorkspaceSizes::gemm2_out,
-    &WorkspaceSizes::tail_partials,   &WorkspaceSizes::tail_flags};
+    &WorkspaceSizes::tail_partials,   &WorkspaceSizes::tail_flags,
+    &WorkspaceSizes::gathered,        &WorkspaceSizes::gemm1_out,
+    &WorkspaceSizes::group_args,      &WorkspaceSizes::gemm_scratch};
 
 }  // namespace
 

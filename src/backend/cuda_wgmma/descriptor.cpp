@@ -1,6 +1,10 @@
-// What `cuda-wgmma` will run (src/backend/cuda_wgmma/): Hopper prefill with mixed-input wgmma,
-// TMA and warp specialisation. wgmma is an sm_90a instruction, so compute capability 9.0 exactly.
-// The kernel does not exist yet; the rest states its intended scope.
+// What `cuda-wgmma` runs (src/backend/cuda_wgmma/): Hopper prefill on CUTLASS's mixed-input
+// grouped GEMM (wgmma, TMA, warp specialisation). wgmma is an sm_90a instruction, so compute
+// capability 9.0 exactly. The mainloop reads one scale (and zero) per 64-wide K tile, so groups
+// are channelwise or whole K tiles, and K is whole tiles; TMA needs 16-byte rows (N a multiple of
+// 8) and the shuffled 4-bit order tiles N by 16. No act-order: the K permutation would have to be
+// applied to the gathered rows per expert (cuda-mma runs those layers). Owner: edit these numbers
+// with the kernel.
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
@@ -9,21 +13,26 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
   static const BackendDescriptor d = [] {
     BackendDescriptor b;
     b.name = "cuda-wgmma";
-    b.summary = "CUDA sm_90a prefill: mixed-input wgmma grouped GEMM (TMA, warp specialised)";
-    b.unavailable = "kernel not written yet";
-    b.build_hint = "this qmoe was built without CUDA; configure where nvcc is found";
+    b.summary =
+        "CUDA sm_90a prefill: CUTLASS mixed-input wgmma grouped GEMM (TMA, warp specialised)";
+    b.build_hint =
+        "built without CUDA for sm_90a or without CUTLASS's headers (scripts/fetch-cutlass.sh)";
     b.device = DeviceKind::cuda;
     b.min_compute_capability = 90;
     b.max_compute_capability = 90;
     b.int_bits = {4, 8};
     b.zero_points = true;
-    b.group_sizes = {kChannelwise, 64, 128};
+    b.group_sizes = {kChannelwise, kAnyGroupDividingK};
+    b.group_multiple = 64;
     b.activations = all_activations();
     b.activation_dtypes = {DType::bf16, DType::f16};
     b.bias = true;
-    b.n_multiple = 128;
+    b.router_weight_on_input = true;
+    b.n_multiple = 16;
     b.k_multiple = 64;
     b.group_multiple_of_k_tile = true;
+    // Prefill partner of cuda-mma: 256-token tiles pay from about this many rows per expert on.
+    b.large_batch_rows_per_expert = 128;
     return b;
   }();
   return d;

@@ -1,0 +1,28 @@
+#include "backend/cuda_forward.hpp"
+
+#include "cuda/device_scope.hpp"
+#include "cuda/routing.hpp"
+#include "moe/routing_contract.hpp"
+
+namespace qmoe {
+
+void route_then_run(const Backend& backend, const PreparedExperts& prepared,
+                    const MoEConfig& config, const DeviceBuffer& correction_bias, int device,
+                    TensorView hidden, TensorView router_logits, TensorView out,
+                    RoutingScratch scratch, cudaStream_t stream) {
+  check_on_device(backend.name(), router_logits, "router_logits", device);
+  const int64_t M = hidden.dim(0), k = config.top_k();
+  if (routing_checks_on())
+    check_router_logits(on_host<float>(router_logits, stream).data(), M, config.num_experts);
+  const RoutingParams params = routing_params(
+      config.routing, correction_bias.empty() ? nullptr : correction_bias.as<float>());
+  validate_routing(params, config.num_experts);
+  QMOE_CUDA_CHECK(route_topk_cuda(
+      params, router_logits.data_as<const float>(), router_logits.stride(0), router_logits.dim(0),
+      router_logits.dim(1), scratch.topk_weights, scratch.topk_ids, stream));
+  TensorView weights(scratch.topk_weights, DType::f32, {M, k}, hidden.device());
+  TensorView ids(scratch.topk_ids, DType::i32, {M, k}, hidden.device());
+  backend.run(prepared, config, RoutedBatch{hidden, weights, ids, out, stream});
+}
+
+}  // namespace qmoe

@@ -1,0 +1,231 @@
+#include "backend/cuda_wgmma/cuda_wgmma.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "backend/cuda_forward.hpp"
+#include "backend/cuda_mma/workspace_pool.hpp"
+#include "backend/cuda_wgmma/kernel_weight.hpp"
+#include "backend/cuda_wgmma/routing_glue.hpp"
+#include "core/check.hpp"
+#include "cuda/activation.hpp"
+#include "cuda/align.hpp"
+#include "cuda/combine.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_scope.hpp"
+#include "moe/routing_contract.hpp"
+
+namespace qmoe {
+
+namespace {
+
+using cuda_mma::Workspace;
+using cuda_mma::WorkspaceSizes;
+using cuda_wgmma::KernelWeight;
+
+constexpr std::string_view kName = "cuda-wgmma";
+
+DeviceBuffer upload_floats(const Buffer& host) {
+  DeviceBuffer b(size_t(host.nbytes()));
+  if (!b.empty()) b.upload(host.data(), b.bytes());
+  return b;
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The per-call argument arrays of one grouped GEMM inside the workspace's group_args.
+struct GroupArgsLayout {
+  size_t shapes = 0, act_rows = 0, out_rows = 0, bytes = 0;
+  explicit GroupArgsLayout(int64_t E, size_t base = 0)
+      : shapes(base),
+        act_rows(base + aligned(size_t(E) * 3 * sizeof(int32_t))),
+        out_rows(act_rows + aligned(size_t(E) * sizeof(void*))),
+        bytes(out_rows + aligned(size_t(E) * sizeof(void*)) - base) {}
+};
+
+struct CudaWgmmaExperts final : PreparedExperts {
+  int device = 0;
+  int64_t E = 0, H = 0, I = 0, N1 = 0;
+  int top_k = 1;
+  DType act = DType::bf16;
+  int sm_count = 0;
+  KernelWeight w13, w2;
+  DeviceBuffer bias13, bias2, correction_bias;
+  std::shared_ptr<cuda_mma::WorkspacePool> pool;
+
+  CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
+      : device(device_index),
+        E(experts.num_experts()),
+        H(experts.hidden()),
+        I(experts.intermediate()),
+        N1(experts.w13().N),
+        top_k(config.top_k()),
+        act(config.activation_dtype.value_or(DType::bf16)),
+        w13(cuda_wgmma::make_kernel_weight(experts.w13(), act, "w13")),
+        w2(cuda_wgmma::make_kernel_weight(experts.w2(), act, "w2")),
+        bias13(upload_floats(experts.w13().bias)),
+        bias2(upload_floats(experts.w2().bias)),
+        correction_bias(DeviceBuffer(config.routing.correction_bias.size() * sizeof(float))),
+        pool(cuda_mma::WorkspacePool::for_device(device_index)) {
+    if (!correction_bias.empty())
+      correction_bias.upload(config.routing.correction_bias.data(), correction_bias.bytes());
+    QMOE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
+  }
+
+  WorkspaceSizes sizes_for(int64_t tokens) const {
+    check(tokens >= 1, "cuda-wgmma: a workspace holds at least 1 token, asked for {}", tokens);
+    const auto pairs = size_t(tokens * top_k);
+    const AlignSizes align = align_sizes(int64_t(pairs), E, 1);
+    WorkspaceSizes s;
+    s.tokens = tokens;
+    s.topk_weights = pairs * sizeof(float);
+    s.topk_ids = pairs * sizeof(int32_t);
+    s.sorted_pair_ids = size_t(align.max_padded_rows) * sizeof(int32_t);
+    s.tile_experts = size_t(align.max_tiles) * sizeof(int32_t);
+    s.expert_offsets = size_t(E + 1) * sizeof(int32_t);
+    s.padded_total = sizeof(int32_t);
+    s.pair_rows = pairs * sizeof(int32_t);
+    s.align_scratch = std::max<size_t>(align.workspace_bytes, 1);
+    s.gathered = pairs * size_t(H) * 2;
+    s.gemm1_out = pairs * size_t(N1) * 2;
+    s.activated = pairs * size_t(I) * 2;
+    s.gemm2_out = pairs * size_t(H) * 2;
+    s.group_args = 2 * GroupArgsLayout(E).bytes;
+    for (const KernelWeight* w : {&w13, &w2})
+      s.gemm_scratch = std::max(
+          s.gemm_scratch, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
+    return s;
+  }
+
+  const Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
+    return pool->acquire(stream, sizes_for(tokens));
+  }
+};
+
+class CudaWgmmaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return kName; }
+
+  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
+                                           Device device) const override {
+    check(device.kind == DeviceKind::cuda, "backend 'cuda-wgmma' runs on a CUDA device, not on {}",
+          to_string(device));
+    check(!config.apply_router_weight_on_input || config.top_k() == 1,
+          "cuda-wgmma: apply_router_weight_on_input needs top_k 1, got {}", config.top_k());
+    DeviceScope scope(device.index);
+    return std::make_unique<CudaWgmmaExperts>(experts, config, device.index);
+  }
+
+  void run(const PreparedExperts& prepared, const MoEConfig& config,
+           const RoutedBatch& batch) const override {
+    const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
+                           {&batch.out, "out"},
+                           {&batch.topk_weights, "topk_weights"},
+                           {&batch.topk_ids, "topk_ids"}})
+      check_on_device(kName, *t, what, p.device);
+    const DType dtype = batch.hidden.dtype();
+    check(dtype == p.act,
+          "cuda-wgmma: hidden is {} but the weights were prepared for {} activations "
+          "(MoEConfig::activation_dtype)",
+          qmoe::name(dtype), qmoe::name(p.act));
+    check(batch.out.dtype() == dtype, "cuda-wgmma: out must be {} like hidden, got {}",
+          qmoe::name(dtype), qmoe::name(batch.out.dtype()));
+    check(batch.topk_ids.dim(1) == p.top_k, "cuda-wgmma: prepared for top-{}, got topk_ids {}",
+          p.top_k, batch.topk_ids.describe());
+    const auto stream = static_cast<cudaStream_t>(batch.stream);
+    if (routing_checks_on()) {
+      check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
+                         on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
+                         p.top_k, p.E);
+    }
+    run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
+  }
+
+  void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
+               TensorView router_logits, TensorView out, void* stream) const override {
+    const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    const auto s = static_cast<cudaStream_t>(stream);
+    const Workspace& ws = p.workspace(s, hidden.dim(0));
+    route_then_run(*this, prepared, config, p.correction_bias, p.device, hidden, router_logits, out,
+                   {ws.topk_weights.as<float>(), ws.topk_ids.as<int32_t>()}, s);
+  }
+
+  void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {
+    const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    p.workspace(static_cast<cudaStream_t>(stream), max_tokens);
+  }
+
+ private:
+  // One grouped GEMM over the sorted rows: per-expert arguments from the alignment, then the
+  // kernel, then the bias rows when there are any.
+  static void grouped_gemm(const CudaWgmmaExperts& p, const Workspace& ws, const KernelWeight& w,
+                           const DeviceBuffer& bias, size_t args_base, const void* in, void* out,
+                           int64_t rows, DType dtype, cudaStream_t stream) {
+    const GroupArgsLayout at(p.E, args_base);
+    char* args = ws.group_args.as<char>();
+    const auto* offsets = ws.expert_offsets.as<int32_t>();
+    QMOE_CUDA_CHECK(
+        cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out, args + at.shapes,
+                                         reinterpret_cast<const void**>(args + at.act_rows),
+                                         reinterpret_cast<void**>(args + at.out_rows), stream));
+    cuda_wgmma::GroupCall call;
+    call.problem_shapes = args + at.shapes;
+    call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
+    call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
+    call.workspace = ws.gemm_scratch.data();
+    call.workspace_bytes = ws.gemm_scratch.bytes();
+    call.sm_count = p.sm_count;
+    QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant)->run(w, call, stream));
+    if (!bias.empty()) {
+      QMOE_CUDA_CHECK(cuda_wgmma::add_expert_bias_cuda(dtype, out, w.N, bias.as<float>(), offsets,
+                                                       p.E, rows, stream));
+    }
+  }
+
+  static void run_experts(const CudaWgmmaExperts& p, const Workspace& ws, const MoEConfig& config,
+                          const RoutedBatch& batch, cudaStream_t stream) {
+    const DType dtype = batch.hidden.dtype();
+    const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
+    AlignOutputs aligned;
+    aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();
+    aligned.tile_experts = ws.tile_experts.as<int32_t>();
+    aligned.expert_offsets = ws.expert_offsets.as<int32_t>();
+    aligned.padded_total = ws.padded_total.as<int32_t>();
+    aligned.pair_rows = ws.pair_rows.as<int32_t>();
+    QMOE_CUDA_CHECK(align_by_expert_cuda(batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
+                                         nullptr, p.E, 1, ws.align_scratch.data(),
+                                         ws.align_scratch.bytes(), aligned, stream));
+    const bool weights_first = config.apply_router_weight_on_input;
+    const float* weights = batch.topk_weights.data_as<const float>();
+    QMOE_CUDA_CHECK(cuda_wgmma::gather_rows_cuda(
+        dtype, batch.hidden.data(), p.H, aligned.sorted_pair_ids, p.top_k,
+        weights_first ? weights : nullptr, aligned.expert_offsets, p.E, pairs, ws.gathered.data(),
+        stream));
+    grouped_gemm(p, ws, p.w13, p.bias13, 0, ws.gathered.data(), ws.gemm1_out.data(), pairs, dtype,
+                 stream);
+    QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
+                                    ws.gemm1_out.data(), p.N1, ws.activated.data(), p.I, pairs, p.I,
+                                    aligned.padded_total, stream));
+    grouped_gemm(p, ws, p.w2, p.bias2, GroupArgsLayout(p.E).bytes, ws.activated.data(),
+                 ws.gemm2_out.data(), pairs, dtype, stream);
+    QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
+                                      weights_first ? nullptr : weights, M, k, p.H,
+                                      batch.out.data(), p.H, stream));
+  }
+};
+
+}  // namespace
+
+const Backend& cuda_wgmma_backend() {
+  static const CudaWgmmaBackend backend;
+  return backend;
+}
+
+}  // namespace qmoe

@@ -1,0 +1,78 @@
+#pragma once
+// cuda-wgmma's GEMM: CUTLASS's sm_90a mixed-input grouped GEMM (integer weights converted to
+// bf16/f16 in registers, wgmma with fp32 accumulators, TMA loads, warp-specialised persistent
+// cooperative schedule), one group per expert. Everything CUTLASS-typed stays inside the
+// instance files (grouped_gemm_instance.cu.in); this header speaks in bytes and pointers.
+//
+// Operands, per expert e (so that the narrow operand is the one converted in registers, the
+// weights are CUTLASS's A and the tokens its B):
+//   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in the kernel's shuffled order
+//   scales  [K/G, N] in the activation dtype (N contiguous), zeros the same shape when present:
+//           weight = scale * signed_code + zero, so zero = (2^(bits-1) - zero_point) * scale
+//   act     [m_e, K] rows of the expert's tokens (row-major)
+//   out     [m_e, N] row-major, in the activation dtype
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/device_buffer.hpp"
+#include "qmoe/dtype.hpp"
+
+namespace qmoe::cuda_wgmma {
+
+// One compiled GEMM: weight bits x activation dtype x zero points.
+struct Variant {
+  int bits = 4;
+  DType act = DType::bf16;
+  bool zeros = false;
+};
+
+// A stacked weight [E, N, K] in the kernel's layout, and the per-expert argument arrays that never
+// change (pointers into it, its layouts and strides), all on the device.
+struct KernelWeight {
+  Variant variant;
+  int64_t E = 0, N = 0, K = 0;
+  int group_size = 0;  // K for channelwise
+  DeviceBuffer codes, scales, zeros;
+  DeviceBuffer static_args;  // the arrays below, each [E]
+  const void* code_ptrs = nullptr;
+  const void* scale_ptrs = nullptr;
+  const void* zero_ptrs = nullptr;
+  const void* code_layouts = nullptr;
+  const void* scale_strides = nullptr;
+  const void* act_strides = nullptr;
+  const void* out_strides = nullptr;
+
+  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes(); }
+};
+
+// The per-call part, filled on the device from the routing (fill_group_args): [E] problem shapes
+// (N, m_e, K as three int32), [E] pointers to each expert's first activation row and output row.
+struct GroupCall {
+  const void* problem_shapes = nullptr;
+  const void* const* act_rows = nullptr;
+  void* const* out_rows = nullptr;
+  void* workspace = nullptr;  // gemm_workspace_bytes()
+  size_t workspace_bytes = 0;
+  int sm_count = 0;
+};
+
+// What each variant's instance file provides.
+struct GemmOps {
+  // Builds `w.static_args` (and the pointers into it) for w.codes/scales/zeros, already filled.
+  void (*make_static_args)(KernelWeight& w);
+  // Rewrites the signed 4-bit codes of `w` (K-major, two per byte, low nibble first) into the
+  // kernel's shuffled order; no-op for 8-bit. Synchronous; uses `scratch` of N*K bytes.
+  cudaError_t (*shuffle_codes)(KernelWeight& w, void* scratch, cudaStream_t stream);
+  size_t (*workspace_bytes)(int groups, int sm_count);
+  cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
+};
+
+// nullptr when this build has no such variant.
+const GemmOps* gemm_ops(const Variant& v);
+
+inline constexpr int kTileTokens = 256;  // the tile's token side (CUTLASS's N)
+inline constexpr int kTileK = 64;
+
+}  // namespace qmoe::cuda_wgmma

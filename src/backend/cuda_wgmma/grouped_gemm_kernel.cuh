@@ -1,0 +1,192 @@
+#pragma once
+// The CUTLASS types of one cuda-wgmma variant and the four operations of GemmOps on them
+// (grouped_gemm.hpp). Included only by the generated instance files, one per variant, because a
+// variant takes minutes to compile.
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda_wgmma/code_order.hpp"
+#include "backend/cuda_wgmma/grouped_gemm.hpp"
+
+namespace qmoe::cuda_wgmma {
+
+template <class Code, class Mma, bool kZeros>
+struct GemmInstance {
+  using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  static_assert(sizeof(ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
+                "fill_group_args writes problem shapes as three int32");
+
+  // Weights: [N, K] K-major, CUTLASS's A (row-major). Tokens: [m, K] row-major, CUTLASS's B
+  // (column-major K x m). Output [m, N] row-major = column-major N x m.
+  using LayoutCodes = cutlass::layout::RowMajor;
+  using LayoutAct = cutlass::layout::ColumnMajor;
+  using LayoutOut = cutlass::layout::ColumnMajor;
+  using StrideCodes = cute::remove_pointer_t<cutlass::detail::TagToStrideA_t<LayoutCodes*>>;
+  using StrideAct = cute::remove_pointer_t<cutlass::detail::TagToStrideB_t<LayoutAct*>>;
+  static constexpr int kAlignCodes = 128 / cutlass::sizeof_bits<Code>::value;
+  static constexpr int kAlignAct = 128 / cutlass::sizeof_bits<Mma>::value;
+  static constexpr bool kShuffled = cutlass::sizeof_bits<Code>::value == 4;
+
+  // The shuffled 4-bit order: each thread's eight codes of a wgmma fragment are contiguous in
+  // memory (one 32-bit load) and ordered 0,2,4,6,1,3,5,7 so that pairs convert with one
+  // byte-permute each (CUTLASS's compute_memory_reordering_atom; code_order.hpp).
+  using ShuffleAtom = decltype(shuffle_atom<Mma>());
+  using CodeLayoutShuffled = decltype(cute::tile_to_shape(
+      ShuffleAtom{}, cute::Layout<cute::Shape<int, int, cute::Int<1>>, StrideCodes>{}));
+  using CodeLayoutArg = std::conditional_t<kShuffled, CodeLayoutShuffled, StrideCodes>;
+
+  using TileShape = cute::Shape<cute::_128, cute::Int<kTileTokens>, cute::Int<kTileK>>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutOut*, kAlignAct,
+      Mma, LayoutOut*, kAlignAct,
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+  using ElementACode =
+      std::conditional_t<kZeros, cute::tuple<Code, Mma, Mma>, cute::tuple<Code, Mma>>;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementACode,
+      std::conditional_t<kShuffled, CodeLayoutShuffled*, LayoutCodes*>, kAlignCodes, Mma,
+      LayoutAct*, kAlignAct, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideScale = typename Mainloop::StrideScale;
+  using StrideOut = typename Kernel::InternalStrideD;
+
+  static typename Gemm::Arguments arguments(const KernelWeight& w, const GroupCall& call) {
+    typename Gemm::Arguments args;
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    args.problem_shape = {int(w.E),
+                          static_cast<typename ProblemShape::UnderlyingProblemShape*>(
+                              const_cast<void*>(call.problem_shapes)),
+                          nullptr};
+    auto& m = args.mainloop;
+    m.ptr_A = static_cast<const Code**>(const_cast<void*>(w.code_ptrs));
+    m.dA = static_cast<CodeLayoutArg*>(const_cast<void*>(w.code_layouts));
+    m.ptr_B = reinterpret_cast<const Mma**>(const_cast<const void**>(call.act_rows));
+    m.dB = static_cast<StrideAct*>(const_cast<void*>(w.act_strides));
+    m.ptr_S = static_cast<const Mma**>(const_cast<void*>(w.scale_ptrs));
+    m.dS = static_cast<const StrideScale*>(w.scale_strides);
+    m.chunk_size = w.group_size;
+    if constexpr (kZeros) m.ptr_Z = static_cast<const Mma**>(const_cast<void*>(w.zero_ptrs));
+    auto& e = args.epilogue;
+    e.thread.alpha = 1.0f;
+    e.thread.beta = 0.0f;
+    e.ptr_C = nullptr;
+    e.dC = nullptr;
+    e.ptr_D = reinterpret_cast<Mma**>(const_cast<void**>(call.out_rows));
+    e.dD = static_cast<StrideOut*>(const_cast<void*>(w.out_strides));
+    args.hw_info.device_id = 0;
+    args.hw_info.sm_count = call.sm_count;
+    return args;
+  }
+
+  static void make_static_args(KernelWeight& w) {
+    const int64_t E = w.E, N = w.N, K = w.K;
+    std::vector<const void*> codes(E), scales(E), zeros(E);
+    const size_t code_bytes = size_t(N * K * cutlass::sizeof_bits<Code>::value / 8);
+    const size_t scale_bytes = size_t(N * (K / w.group_size) * sizeof(Mma));
+    for (int64_t e = 0; e < E; ++e) {
+      codes[e] = w.codes.as<char>() + e * code_bytes;
+      scales[e] = w.scales.as<char>() + e * scale_bytes;
+      zeros[e] = kZeros ? static_cast<const void*>(w.zeros.as<char>() + e * scale_bytes) : nullptr;
+    }
+    CodeLayoutArg code_layout;
+    if constexpr (kShuffled)
+      code_layout =
+          cute::tile_to_shape(ShuffleAtom{}, cute::make_shape(int(N), int(K), cute::_1{}));
+    else
+      code_layout = cutlass::make_cute_packed_stride(StrideCodes{}, {int(N), int(K), 1});
+    const StrideScale scale_stride =
+        cutlass::make_cute_packed_stride(StrideScale{}, {int(N), int(K / w.group_size), 1});
+    const StrideAct act_stride = cutlass::make_cute_packed_stride(StrideAct{}, {1, int(K), 1});
+    const StrideOut out_stride = cutlass::make_cute_packed_stride(StrideOut{}, {int(N), 1, 1});
+
+    // One blob: seven [E] arrays, each starting on 256 bytes.
+    auto padded = [](size_t b) { return (b + 255) / 256 * 256; };
+    const size_t sizes[] = {E * sizeof(void*),       E * sizeof(void*),
+                            E * sizeof(void*),       E * sizeof(CodeLayoutArg),
+                            E * sizeof(StrideScale), E * sizeof(StrideAct),
+                            E * sizeof(StrideOut)};
+    size_t offsets[7], total = 0;
+    for (int i = 0; i < 7; ++i) {
+      offsets[i] = total;
+      total += padded(sizes[i]);
+    }
+    std::vector<char> host(total);
+    auto fill = [&](int i, const void* one, size_t bytes, bool per_expert_array) {
+      for (int64_t e = 0; e < E; ++e)
+        std::memcpy(host.data() + offsets[i] + e * bytes,
+                    per_expert_array ? static_cast<const char*>(one) + e * bytes : one, bytes);
+    };
+    fill(0, codes.data(), sizeof(void*), true);
+    fill(1, scales.data(), sizeof(void*), true);
+    fill(2, zeros.data(), sizeof(void*), true);
+    fill(3, &code_layout, sizeof(CodeLayoutArg), false);
+    fill(4, &scale_stride, sizeof(StrideScale), false);
+    fill(5, &act_stride, sizeof(StrideAct), false);
+    fill(6, &out_stride, sizeof(StrideOut), false);
+    w.static_args = DeviceBuffer(total);
+    w.static_args.upload(host.data(), total);
+    const char* base = w.static_args.as<char>();
+    w.code_ptrs = base + offsets[0];
+    w.scale_ptrs = base + offsets[1];
+    w.zero_ptrs = base + offsets[2];
+    w.code_layouts = base + offsets[3];
+    w.scale_strides = base + offsets[4];
+    w.act_strides = base + offsets[5];
+    w.out_strides = base + offsets[6];
+  }
+
+  static cudaError_t shuffle_codes(KernelWeight& w, void* scratch, cudaStream_t stream) {
+    if constexpr (!kShuffled) {
+      return cudaSuccess;
+    } else {
+      const auto layout =
+          cute::tile_to_shape(ShuffleAtom{}, cute::make_shape(int(w.N), int(w.K), cute::_1{}));
+      const size_t expert_bytes = size_t(w.N * w.K / 2);
+      for (int64_t e = 0; e < w.E; ++e) {
+        const cudaError_t err =
+            shuffle_nibbles(w.codes.as<uint8_t>() + e * expert_bytes,
+                            static_cast<uint8_t*>(scratch), w.N, w.K, layout, stream);
+        if (err != cudaSuccess) return err;
+      }
+      return cudaStreamSynchronize(stream);
+    }
+  }
+
+  static size_t workspace_bytes(int groups, int sm_count) {
+    KernelWeight none;
+    none.E = groups;
+    none.group_size = kTileK;
+    GroupCall call;
+    call.sm_count = sm_count;
+    return Gemm::get_workspace_size(arguments(none, call));
+  }
+
+  static cudaError_t run(const KernelWeight& w, const GroupCall& call, cudaStream_t stream) {
+    Gemm gemm;
+    const auto args = arguments(w, call);
+    if (gemm.initialize(args, call.workspace, stream) != cutlass::Status::kSuccess)
+      return cudaErrorInvalidConfiguration;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
+    return cudaGetLastError();
+  }
+
+  static constexpr GemmOps ops{make_static_args, shuffle_codes, workspace_bytes, run};
+};
+
+}  // namespace qmoe::cuda_wgmma

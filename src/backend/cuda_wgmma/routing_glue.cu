@@ -1,0 +1,127 @@
+#include "backend/cuda_wgmma/routing_glue.hpp"
+
+#include "cuda/half_types.cuh"
+
+namespace qmoe::cuda_wgmma {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // 16-bit elements per 16-byte access
+
+// The expert owning sorted row r: the last e with expert_offsets[e] <= r (empty experts share
+// their offset with the next one, which is the owner).
+__device__ int expert_of_row(const int32_t* offsets, int E, int r) {
+  int lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors.
+template <class T>
+__global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pair_ids, int top_k,
+                            const float* pair_weights, const int32_t* expert_offsets, int E,
+                            int64_t max_rows, T* rows) {
+  const int64_t count = expert_offsets[E];
+  for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
+    const int32_t pair = sorted_pair_ids[r];
+    const T* src = hidden + int64_t(pair / top_k) * H;
+    T* dst = rows + r * H;
+    const float w = pair_weights ? pair_weights[pair] : 1.0f;
+    for (int64_t c = int64_t(threadIdx.x) * kVec; c < H; c += int64_t(blockDim.x) * kVec) {
+      if (pair_weights) {
+        float v[kVec];
+        cuda::load_f32<T, kVec>(src + c, v);
+        for (float& x : v) x *= w;
+        cuda::store_f32<T, kVec>(dst + c, v);
+      } else {
+        *reinterpret_cast<cuda::Vec<T, kVec>*>(dst + c) =
+            *reinterpret_cast<const cuda::Vec<T, kVec>*>(src + c);
+      }
+    }
+  }
+}
+
+__global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
+                                const uint16_t* act, uint16_t* out, int32_t* shapes,
+                                const void** act_rows, void** out_rows) {
+  for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
+    const int64_t first = expert_offsets[e];
+    shapes[3 * e + 0] = N;
+    shapes[3 * e + 1] = expert_offsets[e + 1] - expert_offsets[e];
+    shapes[3 * e + 2] = K;
+    act_rows[e] = act + first * K;
+    out_rows[e] = out + first * N;
+  }
+}
+
+template <class T>
+__global__ void add_expert_bias(T* rows, int64_t N, const float* bias,
+                                const int32_t* expert_offsets, int E, int64_t max_rows) {
+  const int64_t count = expert_offsets[E];
+  for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
+    const float* b = bias + int64_t(expert_of_row(expert_offsets, E, int(r))) * N;
+    T* row = rows + r * N;
+    for (int64_t c = threadIdx.x; c < N; c += blockDim.x)
+      row[c] = cuda::from_f32<T>(cuda::to_f32(row[c]) + b[c]);
+  }
+}
+
+unsigned row_blocks(int64_t max_rows) {
+  return unsigned(max_rows < 65535 ? (max_rows > 0 ? max_rows : 1) : 65535);
+}
+
+}  // namespace
+
+cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
+                             const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
+                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
+                             cudaStream_t stream) {
+  if (H % kVec != 0) return cudaErrorInvalidValue;
+  const unsigned blocks = row_blocks(max_rows);
+  if (dtype == DType::bf16) {
+    gather_rows<<<blocks, kThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(hidden), H, sorted_pair_ids, top_k, pair_weights,
+        expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
+  } else if (dtype == DType::f16) {
+    gather_rows<<<blocks, kThreads, 0, stream>>>(
+        static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, expert_offsets,
+        int(E), max_rows, static_cast<__half*>(rows));
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
+                                 const void* act, void* out, void* shapes, const void** act_rows,
+                                 void** out_rows, cudaStream_t stream) {
+  fill_group_args<<<1, kThreads, 0, stream>>>(
+      expert_offsets, int(E), int(N), int(K), static_cast<const uint16_t*>(act),
+      static_cast<uint16_t*>(out), static_cast<int32_t*>(shapes), act_rows, out_rows);
+  return cudaGetLastError();
+}
+
+cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float* bias,
+                                 const int32_t* expert_offsets, int64_t E, int64_t max_rows,
+                                 cudaStream_t stream) {
+  const unsigned blocks = row_blocks(max_rows);
+  if (dtype == DType::bf16) {
+    add_expert_bias<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(rows), N, bias,
+                                                     expert_offsets, int(E), max_rows);
+  } else if (dtype == DType::f16) {
+    add_expert_bias<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(rows), N, bias,
+                                                     expert_offsets, int(E), max_rows);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace qmoe::cuda_wgmma

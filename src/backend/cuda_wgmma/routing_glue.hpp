@@ -1,0 +1,33 @@
+#pragma once
+// The element-wise steps around cuda-wgmma's grouped GEMMs: rows gathered by expert, the
+// per-expert GEMM arguments, and bias rows. Sorted rows are the alignment's order at one-row
+// tiles (cuda/align.hpp): expert e's rows are expert_offsets[e] .. expert_offsets[e+1]-1, and
+// expert_offsets[E] rows in all. No host sync, fixed launch shapes (graph-capturable).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "qmoe/dtype.hpp"
+
+namespace qmoe::cuda_wgmma {
+
+// rows[r, :] = hidden[sorted_pair_ids[r] / top_k, :] (times pair_weights[sorted_pair_ids[r]]
+// when that is not nullptr), for r < expert_offsets[E]; max_rows bounds the launch. H must be a
+// multiple of 8 (16-byte accesses).
+cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
+                             const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
+                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
+                             cudaStream_t stream);
+
+// For each expert e: shapes[e] = (N, m_e, K) as three int32, act_rows[e] = act + first row * K
+// elements, out_rows[e] = out + first row * N elements (16-bit elements).
+cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
+                                 const void* act, void* out, void* shapes, const void** act_rows,
+                                 void** out_rows, cudaStream_t stream);
+
+// rows[r, n] += bias[e, n] for the expert e of sorted row r (f32 math, one rounding).
+cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float* bias,
+                                 const int32_t* expert_offsets, int64_t E, int64_t max_rows,
+                                 cudaStream_t stream);
+
+}  // namespace qmoe::cuda_wgmma

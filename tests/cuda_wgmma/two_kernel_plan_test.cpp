@@ -1,0 +1,99 @@
+// One MoE, two kernels: "auto" on an sm_90 GPU prepares cuda-mma and cuda-wgmma and picks per call
+// by the token count (Selection::plan), at the default crossover or one `qmoe tune` stored; both
+// sides of the crossover match the independent reference.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "cuda/device.hpp"
+#include "cuda/gpu_test.hpp"
+#include "cuda_mma/on_device.hpp"
+#include "moe/tuning.hpp"
+#include "qmoe/moe.hpp"
+#include "support/moe_case.hpp"
+
+namespace qmoe {
+namespace {
+
+using test::kGpu;
+using test::OnDevice;
+using test::scheme;
+
+class TwoKernelPlan : public testing::Test {
+ protected:
+  void SetUp() override {
+    QMOE_REQUIRE_GPU();
+    const CudaDeviceInfo d = current_cuda_device();
+    if (d.sm_major * 10 + d.sm_minor != 90) GTEST_SKIP() << "needs an sm_90 GPU (Hopper)";
+    device_name_ = d.name;
+    tune_file_ = std::filesystem::temp_directory_path() / "qmoe_two_kernel_plan_tune.json";
+    std::filesystem::remove(tune_file_);
+    setenv("QMOE_TUNE_FILE", tune_file_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("QMOE_TUNE_FILE");
+    std::filesystem::remove(tune_file_);
+  }
+  std::string device_name_;
+  std::filesystem::path tune_file_;
+};
+
+double forward_error(const MoE& moe, const test::CaseSpec& spec) {
+  test::MoECase c = test::make_case(spec);
+  OnDevice hidden(c.hidden), logits(c.router_logits);
+  OnDevice out = test::poisoned_output(spec.act_dtype, spec.M, spec.H);
+  moe.forward(hidden.view, logits.view, out.view);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return test::relative_error(test::download(out, spec.act_dtype, spec.M, spec.H), c.reference);
+}
+
+test::CaseSpec spec_at(int64_t M) {
+  return {.E = 16,
+          .H = 256,
+          .I = 128,
+          .M = M,
+          .top_k = 4,
+          .scheme = scheme(4, 128),
+          .act_dtype = DType::bf16,
+          .seed = 7};
+}
+
+TEST_F(TwoKernelPlan, DefaultPlanOnSm90) {
+  test::MoECase c = test::make_case(spec_at(1));
+  c.config.activation_dtype = DType::bf16;
+  MoE moe(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(moe.selection().plan.size(), 2u);
+  EXPECT_EQ(moe.selection().plan[0].backend, "cuda-mma");
+  EXPECT_EQ(moe.selection().plan[1].backend, "cuda-wgmma");
+  const int64_t from = moe.selection().plan[1].from_tokens;
+  EXPECT_EQ(moe.backend_for(from - 1, DType::bf16), "cuda-mma");
+  EXPECT_EQ(moe.backend_for(from, DType::bf16), "cuda-wgmma");
+  EXPECT_EQ(moe.backend_for(from, DType::f16), "cuda-mma");  // prepared for bf16 only
+}
+
+TEST_F(TwoKernelPlan, TunedCrossoverSwitchesPerCallAndBothSidesMatch) {
+  test::MoECase c = test::make_case(spec_at(1));
+  c.config.activation_dtype = DType::bf16;
+  store_crossover(tune_file_, device_name_, describe(*c.experts, c.config), "cuda-wgmma", 40);
+  MoE moe(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(moe.selection().plan.size(), 2u);
+  EXPECT_EQ(moe.selection().plan[1].from_tokens, 40);
+  EXPECT_NE(moe.selection().plan[1].why.find(tune_file_.string()), std::string::npos);
+  EXPECT_EQ(moe.backend_for(39, DType::bf16), "cuda-mma");
+  EXPECT_EQ(moe.backend_for(40, DType::bf16), "cuda-wgmma");
+  for (int64_t M : {1, 39, 40, 300}) EXPECT_LT(forward_error(moe, spec_at(M)), 1e-2) << M;
+}
+
+TEST_F(TwoKernelPlan, OneBackendWhenAskedForOneCopy) {
+  test::MoECase c = test::make_case(spec_at(1));
+  c.config.activation_dtype = DType::bf16;
+  c.config.large_batch_backend = false;
+  MoE moe(c.config, *c.experts, "auto", kGpu);
+  EXPECT_TRUE(moe.selection().plan.empty());
+  EXPECT_EQ(moe.backend_for(100000, DType::bf16), "cuda-mma");
+}
+
+}  // namespace
+}  // namespace qmoe
