@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -28,7 +31,11 @@ class TwoKernelPlan : public testing::Test {
     const CudaDeviceInfo d = current_cuda_device();
     if (d.sm_major * 10 + d.sm_minor != 90) GTEST_SKIP() << "needs an sm_90 GPU (Hopper)";
     device_name_ = d.name;
-    tune_file_ = std::filesystem::temp_directory_path() / "qmoe_two_kernel_plan_tune.json";
+    // One file per test and process: CTest runs these tests in parallel.
+    tune_file_ =
+        std::filesystem::temp_directory_path() /
+        fmt::format("qmoe_tune_{}_{}.json",
+                    testing::UnitTest::GetInstance()->current_test_info()->name(), getpid());
     std::filesystem::remove(tune_file_);
     setenv("QMOE_TUNE_FILE", tune_file_.c_str(), 1);
   }

@@ -48,6 +48,7 @@ std::unique_ptr<Workspace> make_workspace(const WorkspaceSizes& s, cudaStream_t 
   w->gemm1_out = DeviceBuffer(s.gemm1_out);
   w->group_args = DeviceBuffer(s.group_args);
   w->gemm_scratch = DeviceBuffer(s.gemm_scratch);
+  w->row_group_sums = DeviceBuffer(s.row_group_sums);
   // Rows past a tile's last pair are computed but never read; clear them once, in the order of
   // the stream that will use them, so that no kernel ever reads memory nothing wrote. The tail
   // flags start at zero (each launch leaves them so).

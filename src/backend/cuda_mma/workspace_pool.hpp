@@ -29,7 +29,7 @@ struct Workspace {
       align_scratch;
   DeviceBuffer activated, gemm2_out;
   DeviceBuffer tail_partials, tail_flags;
-  DeviceBuffer gathered, gemm1_out, group_args, gemm_scratch;  // cuda-wgmma's
+  DeviceBuffer gathered, gemm1_out, group_args, gemm_scratch, row_group_sums;  // cuda-wgmma's
 };
 
 class WorkspacePool {

@@ -18,7 +18,8 @@ constexpr size_t WorkspaceSizes::*kFields[] = {
     &WorkspaceSizes::activated,       &WorkspaceSizes::gemm2_out,
     &WorkspaceSizes::tail_partials,   &WorkspaceSizes::tail_flags,
     &WorkspaceSizes::gathered,        &WorkspaceSizes::gemm1_out,
-    &WorkspaceSizes::group_args,      &WorkspaceSizes::gemm_scratch};
+    &WorkspaceSizes::group_args,      &WorkspaceSizes::gemm_scratch,
+    &WorkspaceSizes::row_group_sums};
 
 }  // namespace
 

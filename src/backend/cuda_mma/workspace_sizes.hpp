@@ -15,8 +15,9 @@ struct WorkspaceSizes {
   size_t activated = 0, gemm2_out = 0;       // 16-bit rows in sorted order
   size_t tail_partials = 0, tail_flags = 0;  // the GEMMs' split last rounds (GemmProblem::tail_*)
   // cuda-wgmma only (zero for cuda-mma): token rows gathered by expert, GEMM1's output, the
-  // grouped GEMMs' per-expert arguments and CUTLASS's own scratch.
-  size_t gathered = 0, gemm1_out = 0, group_args = 0, gemm_scratch = 0;
+  // grouped GEMMs' per-expert arguments, CUTLASS's own scratch, and the input rows' sums per
+  // quantization group (zero points).
+  size_t gathered = 0, gemm1_out = 0, group_args = 0, gemm_scratch = 0, row_group_sums = 0;
 
   size_t total() const;
   // Whether every buffer of `this` is at least as large as that of `need`.

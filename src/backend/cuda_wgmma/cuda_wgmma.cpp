@@ -94,9 +94,13 @@ struct CudaWgmmaExperts final : PreparedExperts {
     s.activated = pairs * size_t(I) * 2;
     s.gemm2_out = pairs * size_t(H) * 2;
     s.group_args = 2 * GroupArgsLayout(E).bytes;
-    for (const KernelWeight* w : {&w13, &w2})
+    for (const KernelWeight* w : {&w13, &w2}) {
       s.gemm_scratch = std::max(
           s.gemm_scratch, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
+      if (!w->zero_terms.empty())
+        s.row_group_sums =
+            std::max(s.row_group_sums, pairs * size_t(w->K / w->group_size) * sizeof(float));
+    }
     return s;
   }
 
@@ -164,7 +168,7 @@ class CudaWgmmaBackend final : public Backend {
 
  private:
   // One grouped GEMM over the sorted rows: per-expert arguments from the alignment, then the
-  // kernel, then the bias rows when there are any.
+  // kernel, then the zero-point terms and the bias rows when there are any.
   static void grouped_gemm(const CudaWgmmaExperts& p, const Workspace& ws, const KernelWeight& w,
                            const DeviceBuffer& bias, size_t args_base, const void* in, void* out,
                            int64_t rows, DType dtype, cudaStream_t stream) {
@@ -183,6 +187,14 @@ class CudaWgmmaBackend final : public Backend {
     call.workspace_bytes = ws.gemm_scratch.bytes();
     call.sm_count = p.sm_count;
     QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant)->run(w, call, stream));
+    if (!w.zero_terms.empty()) {
+      auto* sums = ws.row_group_sums.as<float>();
+      QMOE_CUDA_CHECK(cuda_wgmma::group_sums_cuda(dtype, in, w.K, w.group_size, offsets, p.E, rows,
+                                                  sums, stream));
+      QMOE_CUDA_CHECK(cuda_wgmma::add_zero_terms_cuda(dtype, out, w.N, sums, w.K / w.group_size,
+                                                      w.zero_terms.as<float>(), offsets, p.E, rows,
+                                                      stream));
+    }
     if (!bias.empty()) {
       QMOE_CUDA_CHECK(cuda_wgmma::add_expert_bias_cuda(dtype, out, w.N, bias.as<float>(), offsets,
                                                        p.E, rows, stream));

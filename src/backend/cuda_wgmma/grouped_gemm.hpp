@@ -7,8 +7,11 @@
 // Operands, per expert e (so that the narrow operand is the one converted in registers, the
 // weights are CUTLASS's A and the tokens its B):
 //   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in the kernel's shuffled order
-//   scales  [K/G, N] in the activation dtype (N contiguous), zeros the same shape when present:
-//           weight = scale * signed_code + zero, so zero = (2^(bits-1) - zero_point) * scale
+//   scales  [K/G, N] in the activation dtype (N contiguous): weight = scale * signed_code
+//   Zero points are not the kernel's: CUTLASS 4.2's grouped (pointer-array) mainloop with zeros
+//   stopped at an illegal instruction on the H200. With weight = scale * (code - zero) =
+//   scale * signed_code + scale * (2^(bits-1) - zero), the second term is added afterwards as
+//   out += sum over groups of (the group's sum of the input row) * zero_term (routing_glue.hpp).
 //   act     [m_e, K] rows of the expert's tokens (row-major)
 //   out     [m_e, N] row-major, in the activation dtype
 #include <cuda_runtime_api.h>
@@ -21,11 +24,10 @@
 
 namespace qmoe::cuda_wgmma {
 
-// One compiled GEMM: weight bits x activation dtype x zero points.
+// One compiled GEMM: weight bits x activation dtype.
 struct Variant {
   int bits = 4;
   DType act = DType::bf16;
-  bool zeros = false;
 };
 
 // A stacked weight [E, N, K] in the kernel's layout, and the per-expert argument arrays that never
@@ -34,17 +36,17 @@ struct KernelWeight {
   Variant variant;
   int64_t E = 0, N = 0, K = 0;
   int group_size = 0;  // K for channelwise
-  DeviceBuffer codes, scales, zeros;
+  DeviceBuffer codes, scales;
+  DeviceBuffer zero_terms;   // f32 [E, K/G, N] scale * (2^(bits-1) - zero); empty if symmetric
   DeviceBuffer static_args;  // the arrays below, each [E]
   const void* code_ptrs = nullptr;
   const void* scale_ptrs = nullptr;
-  const void* zero_ptrs = nullptr;
   const void* code_layouts = nullptr;
   const void* scale_strides = nullptr;
   const void* act_strides = nullptr;
   const void* out_strides = nullptr;
 
-  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zeros.bytes(); }
+  size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zero_terms.bytes(); }
 };
 
 // The per-call part, filled on the device from the routing (fill_group_args): [E] problem shapes
@@ -60,7 +62,7 @@ struct GroupCall {
 
 // What each variant's instance file provides.
 struct GemmOps {
-  // Builds `w.static_args` (and the pointers into it) for w.codes/scales/zeros, already filled.
+  // Builds `w.static_args` (and the pointers into it) for w.codes and w.scales, already filled.
   void (*make_static_args)(KernelWeight& w);
   // Rewrites the signed 4-bit codes of `w` (K-major, two per byte, low nibble first) into the
   // kernel's shuffled order; no-op for 8-bit. Synchronous; uses `scratch` of N*K bytes.

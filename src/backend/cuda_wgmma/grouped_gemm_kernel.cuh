@@ -20,7 +20,7 @@
 
 namespace qmoe::cuda_wgmma {
 
-template <class Code, class Mma, bool kZeros>
+template <class Code, class Mma>
 struct GemmInstance {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   static_assert(sizeof(ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),
@@ -52,10 +52,8 @@ struct GemmInstance {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutOut*, kAlignAct,
       Mma, LayoutOut*, kAlignAct,
       cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
-  using ElementACode =
-      std::conditional_t<kZeros, cute::tuple<Code, Mma, Mma>, cute::tuple<Code, Mma>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementACode,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<Code, Mma>,
       std::conditional_t<kShuffled, CodeLayoutShuffled*, LayoutCodes*>, kAlignCodes, Mma,
       LayoutAct*, kAlignAct, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
@@ -81,7 +79,6 @@ struct GemmInstance {
     m.ptr_S = static_cast<const Mma**>(const_cast<void*>(w.scale_ptrs));
     m.dS = static_cast<const StrideScale*>(w.scale_strides);
     m.chunk_size = w.group_size;
-    if constexpr (kZeros) m.ptr_Z = static_cast<const Mma**>(const_cast<void*>(w.zero_ptrs));
     auto& e = args.epilogue;
     e.thread.alpha = 1.0f;
     e.thread.beta = 0.0f;
@@ -96,13 +93,12 @@ struct GemmInstance {
 
   static void make_static_args(KernelWeight& w) {
     const int64_t E = w.E, N = w.N, K = w.K;
-    std::vector<const void*> codes(E), scales(E), zeros(E);
+    std::vector<const void*> codes(E), scales(E);
     const size_t code_bytes = size_t(N * K * cutlass::sizeof_bits<Code>::value / 8);
     const size_t scale_bytes = size_t(N * (K / w.group_size) * sizeof(Mma));
     for (int64_t e = 0; e < E; ++e) {
       codes[e] = w.codes.as<char>() + e * code_bytes;
       scales[e] = w.scales.as<char>() + e * scale_bytes;
-      zeros[e] = kZeros ? static_cast<const void*>(w.zeros.as<char>() + e * scale_bytes) : nullptr;
     }
     CodeLayoutArg code_layout;
     if constexpr (kShuffled)
@@ -115,7 +111,7 @@ struct GemmInstance {
     const StrideAct act_stride = cutlass::make_cute_packed_stride(StrideAct{}, {1, int(K), 1});
     const StrideOut out_stride = cutlass::make_cute_packed_stride(StrideOut{}, {int(N), 1, 1});
 
-    // One blob: seven [E] arrays, each starting on 256 bytes.
+    // One blob: six [E] arrays, each starting on 256 bytes.
     auto padded = [](size_t b) { return (b + 255) / 256 * 256; };
     const size_t sizes[] = {E * sizeof(void*),       E * sizeof(void*),
                             E * sizeof(void*),       E * sizeof(CodeLayoutArg),
@@ -134,21 +130,19 @@ struct GemmInstance {
     };
     fill(0, codes.data(), sizeof(void*), true);
     fill(1, scales.data(), sizeof(void*), true);
-    fill(2, zeros.data(), sizeof(void*), true);
-    fill(3, &code_layout, sizeof(CodeLayoutArg), false);
-    fill(4, &scale_stride, sizeof(StrideScale), false);
-    fill(5, &act_stride, sizeof(StrideAct), false);
-    fill(6, &out_stride, sizeof(StrideOut), false);
+    fill(2, &code_layout, sizeof(CodeLayoutArg), false);
+    fill(3, &scale_stride, sizeof(StrideScale), false);
+    fill(4, &act_stride, sizeof(StrideAct), false);
+    fill(5, &out_stride, sizeof(StrideOut), false);
     w.static_args = DeviceBuffer(total);
     w.static_args.upload(host.data(), total);
     const char* base = w.static_args.as<char>();
     w.code_ptrs = base + offsets[0];
     w.scale_ptrs = base + offsets[1];
-    w.zero_ptrs = base + offsets[2];
-    w.code_layouts = base + offsets[3];
-    w.scale_strides = base + offsets[4];
-    w.act_strides = base + offsets[5];
-    w.out_strides = base + offsets[6];
+    w.code_layouts = base + offsets[2];
+    w.scale_strides = base + offsets[3];
+    w.act_strides = base + offsets[4];
+    w.out_strides = base + offsets[5];
   }
 
   static cudaError_t shuffle_codes(KernelWeight& w, void* scratch, cudaStream_t stream) {

@@ -33,6 +33,9 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
         "cuda-wgmma: activations must be bf16 or f16, got {}", name(act));
   HostKernelWeight h;
   h.group_size = int(s.group_size_for(w.K));
+  check(!s.has_zero_points() || w.K / h.group_size <= kMaxZeroPointGroups,
+        "cuda-wgmma: {} has {} quantization groups along K with zero points; at most {}", what,
+        w.K / h.group_size, kMaxZeroPointGroups);
   // Unsigned code c -> signed c - 2^(bits-1): flipping the top bit of each code does it.
   const uint8_t flip = s.bits == 4 ? 0x88 : 0x80;
   const auto* codes = w.codes.data_as<uint8_t>();
@@ -43,16 +46,16 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
   const auto* scales = w.scales.data_as<float>();
   const auto* zeros = s.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
   h.scales.resize(size_t(w.E * G * w.N));
-  if (zeros) h.zeros.resize(h.scales.size());
+  if (zeros) h.zero_terms.resize(h.scales.size());
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t n = 0; n < w.N; ++n)
       for (int64_t g = 0; g < G; ++g) {
         const int64_t from = (e * w.N + n) * G + g, to = (e * G + g) * w.N + n;
         h.scales[size_t(to)] = bits_of(scales[from], act);
-        // weight = scale16 * (c - mid) + zero16 = scale16 * (c - zero) up to zero16's rounding
+        // weight = scale16 * (c - mid) + zero_term = scale16 * (c - zero), exactly
         if (zeros) {
           const float shift = float(s.implicit_zero() - int(zeros[from]));
-          h.zeros[size_t(to)] = bits_of(shift * rounded(scales[from], act), act);
+          h.zero_terms[size_t(to)] = shift * rounded(scales[from], act);
         }
       }
   return h;
@@ -61,7 +64,7 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
 KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what) {
   HostKernelWeight h = to_kernel_layout(w, act, what);
   KernelWeight k;
-  k.variant = Variant{w.scheme.bits, act, w.scheme.has_zero_points()};
+  k.variant = Variant{w.scheme.bits, act};
   k.E = w.E;
   k.N = w.N;
   k.K = w.K;
@@ -71,7 +74,7 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
         w.scheme.bits, name(act));
   k.codes = upload(h.codes);
   k.scales = upload(h.scales);
-  k.zeros = upload(h.zeros);
+  k.zero_terms = upload(h.zero_terms);
   {
     DeviceBuffer scratch(size_t(w.N * w.K));
     QMOE_CUDA_CHECK(ops->shuffle_codes(k, scratch.data(), nullptr));

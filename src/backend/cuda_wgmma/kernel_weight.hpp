@@ -12,10 +12,13 @@
 
 namespace qmoe::cuda_wgmma {
 
+// The zero-point pass keeps 16 rows' group sums in 48 KB of shared memory (routing_glue.cu).
+inline constexpr int64_t kMaxZeroPointGroups = 768;
+
 struct HostKernelWeight {
-  std::vector<uint8_t> codes;    // [E, N, K*bits/8] signed codes, K-major (not yet shuffled)
-  std::vector<uint16_t> scales;  // [E, K/G, N] bits of the activation dtype
-  std::vector<uint16_t> zeros;   // [E, K/G, N] (2^(bits-1) - zero) * scale; empty if symmetric
+  std::vector<uint8_t> codes;     // [E, N, K*bits/8] signed codes, K-major (not yet shuffled)
+  std::vector<uint16_t> scales;   // [E, K/G, N] bits of the activation dtype
+  std::vector<float> zero_terms;  // [E, K/G, N] (2^(bits-1) - zero) * scale16; empty if symmetric
   int group_size = 0;
 };
 

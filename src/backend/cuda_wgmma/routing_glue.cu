@@ -73,11 +73,92 @@ __global__ void add_expert_bias(T* rows, int64_t N, const float* bias,
   }
 }
 
+// One block per row; each warp sums whole groups (lanes across the group, then a shuffle).
+template <class T>
+__global__ void group_sums(const T* in, int64_t K, int group, int G, const int32_t* expert_offsets,
+                           int E, int64_t max_rows, float* sums) {
+  const int64_t count = expert_offsets[E];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
+    for (int g = warp; g < G; g += int(blockDim.x) / 32) {
+      const T* x = in + r * K + int64_t(g) * group;
+      float s = 0.0f;
+      for (int k = lane; k < group; k += 32) s += cuda::to_f32(x[k]);
+      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+      if (lane == 0) sums[r * G + g] = s;
+    }
+  }
+}
+
+constexpr int kZeroRows = 16;  // rows per block of add_zero_terms: each zero term read serves them
+
+template <class T>
+__global__ void add_zero_terms(T* out, int64_t N, const float* sums, int G, const float* zero_terms,
+                               const int32_t* expert_offsets, int E, int64_t max_rows) {
+  extern __shared__ float row_sums[];  // [kZeroRows, G]
+  __shared__ int row_expert[kZeroRows];
+  const int64_t count = min(int64_t(expert_offsets[E]), max_rows);
+  const int64_t first = int64_t(blockIdx.x) * kZeroRows;
+  if (first >= count) return;
+  const int rows = int(min(int64_t(kZeroRows), count - first));
+  for (int i = int(threadIdx.x); i < rows * G; i += blockDim.x) row_sums[i] = sums[first * G + i];
+  for (int i = int(threadIdx.x); i < rows; i += blockDim.x)
+    row_expert[i] = expert_of_row(expert_offsets, E, int(first + i));
+  __syncthreads();
+  const int64_t n = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  for (int i = 0; i < rows; ++i) {
+    const float* z = zero_terms + int64_t(row_expert[i]) * G * N + n;
+    float acc = 0.0f;
+    for (int g = 0; g < G; ++g) acc += row_sums[i * G + g] * z[int64_t(g) * N];
+    T& y = out[(first + i) * N + n];
+    y = cuda::from_f32<T>(cuda::to_f32(y) + acc);
+  }
+}
+
 unsigned row_blocks(int64_t max_rows) {
   return unsigned(max_rows < 65535 ? (max_rows > 0 ? max_rows : 1) : 65535);
 }
 
 }  // namespace
+
+cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t group,
+                            const int32_t* expert_offsets, int64_t E, int64_t max_rows, float* sums,
+                            cudaStream_t stream) {
+  const unsigned blocks = row_blocks(max_rows);
+  const int G = int(K / group);
+  if (dtype == DType::bf16) {
+    group_sums<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), K,
+                                                int(group), G, expert_offsets, int(E), max_rows,
+                                                sums);
+  } else if (dtype == DType::f16) {
+    group_sums<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(in), K, int(group), G,
+                                                expert_offsets, int(E), max_rows, sums);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
+                                const float* zero_terms, const int32_t* expert_offsets, int64_t E,
+                                int64_t max_rows, cudaStream_t stream) {
+  const size_t shared = size_t(kZeroRows) * size_t(G) * sizeof(float);
+  if (shared > 48 * 1024 || max_rows < 1) return cudaErrorInvalidValue;
+  const dim3 grid(unsigned((max_rows + kZeroRows - 1) / kZeroRows),
+                  unsigned((N + kThreads - 1) / kThreads));
+  if (dtype == DType::bf16) {
+    add_zero_terms<<<grid, kThreads, shared, stream>>>(static_cast<__nv_bfloat16*>(out), N, sums,
+                                                       int(G), zero_terms, expert_offsets, int(E),
+                                                       max_rows);
+  } else if (dtype == DType::f16) {
+    add_zero_terms<<<grid, kThreads, shared, stream>>>(
+        static_cast<__half*>(out), N, sums, int(G), zero_terms, expert_offsets, int(E), max_rows);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
