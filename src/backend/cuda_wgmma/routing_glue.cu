@@ -48,16 +48,25 @@ __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pa
   }
 }
 
-__global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
-                                const uint16_t* act, uint16_t* out, int32_t* shapes,
-                                const void** act_rows, void** out_rows) {
+__device__ void set_group(GroupArgs g, int e, int N, int rows, int K, const uint16_t* act,
+                          uint16_t* out, int64_t first) {
+  auto* shapes = static_cast<int32_t*>(g.shapes);
+  shapes[3 * e + 0] = N;
+  shapes[3 * e + 1] = rows;
+  shapes[3 * e + 2] = K;
+  g.act_rows[e] = act + first * K;
+  g.out_rows[e] = out + first * N;
+}
+
+__global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K, int full_tile,
+                                const uint16_t* act, uint16_t* out, GroupArgs full,
+                                GroupArgs tail) {
   for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
     const int64_t first = expert_offsets[e];
-    shapes[3 * e + 0] = N;
-    shapes[3 * e + 1] = expert_offsets[e + 1] - expert_offsets[e];
-    shapes[3 * e + 2] = K;
-    act_rows[e] = act + first * K;
-    out_rows[e] = out + first * N;
+    const int rows = expert_offsets[e + 1] - expert_offsets[e];
+    const int whole = rows / full_tile * full_tile;
+    set_group(full, e, N, whole, K, act, out, first);
+    set_group(tail, e, N, rows - whole, K, act, out, first + whole);
   }
 }
 
