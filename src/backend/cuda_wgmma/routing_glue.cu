@@ -190,11 +190,11 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
 }
 
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 const void* act, void* out, void* shapes, const void** act_rows,
-                                 void** out_rows, cudaStream_t stream) {
-  fill_group_args<<<1, kThreads, 0, stream>>>(
-      expert_offsets, int(E), int(N), int(K), static_cast<const uint16_t*>(act),
-      static_cast<uint16_t*>(out), static_cast<int32_t*>(shapes), act_rows, out_rows);
+                                 int full_tile, const void* act, void* out, GroupArgs full,
+                                 GroupArgs tail, cudaStream_t stream) {
+  fill_group_args<<<1, kThreads, 0, stream>>>(expert_offsets, int(E), int(N), int(K), full_tile,
+                                              static_cast<const uint16_t*>(act),
+                                              static_cast<uint16_t*>(out), full, tail);
   return cudaGetLastError();
 }
 
