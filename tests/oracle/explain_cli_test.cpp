@@ -163,6 +163,22 @@ TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
   EXPECT_NE(r.out.find("cuda-wgmma  rejected  runs on CUDA GPUs"), std::string::npos) << r.out;
 }
 
+TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
+  const CliRun r = run_cli(
+      "explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100 --dtype bf16");
+  if (find_backend("cuda-wgmma")) {
+    EXPECT_EQ(r.status, 0) << r.out;
+    // 128 rows per expert at top-4 of 16 experts: 512 tokens
+    EXPECT_NE(r.out.find("plan: cuda-mma    below 512 tokens"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("plan: cuda-wgmma  from 512 tokens"), std::string::npos) << r.out;
+    const nlohmann::json j =
+        run_json("explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100");
+    EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], 512);
+  } else {
+    EXPECT_EQ(r.out.find("plan:"), std::string::npos) << r.out;
+  }
+}
+
 TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
   const nlohmann::json j =
       run_json("explain --experts 8 --hidden 256 --intermediate 128 --mxfp4 --backend cpu", 1);
