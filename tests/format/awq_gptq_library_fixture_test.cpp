@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,8 @@ std::string fixture_name(const LibraryFixture& f) {
     if (c == '-') c = '_';
   return name;
 }
+
+void PrintTo(const LibraryFixture& f, std::ostream* os) { *os << fixture_name(f); }
 
 std::filesystem::path fixture_dir(const LibraryFixture& f) {
   return std::filesystem::path(QMOE_TEST_DATA_DIR) / f.dir;
