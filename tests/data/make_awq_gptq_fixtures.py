@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the AWQ and GPTQ fixtures whose packed tensors come from the formats' own libraries.
 
-Run by hand (never in CI; the build machines carry no PyTorch), in a throwaway virtualenv:
+Run by hand (never in CI; the build machines carry no PyTorch), in two throwaway virtualenvs:
+AutoAWQ and AutoGPTQ were last tested with transformers 4.x, GPTQModel needs 5.x.
 
     python3 -m venv /tmp/fixvenv
     /tmp/fixvenv/bin/pip install torch==2.15.0 safetensors==0.8.0 numpy==2.4.6 \
@@ -9,23 +10,34 @@ Run by hand (never in CI; the build machines carry no PyTorch), in a throwaway v
     /tmp/fixvenv/bin/pip install --no-deps autoawq==0.2.9 auto-gptq==0.7.1
     /tmp/fixvenv/bin/python tests/data/make_awq_gptq_fixtures.py tests/data
 
-Last run with the versions pinned above (LIBRARY_VERSIONS below; the script refuses others).
+    python3 -m venv /tmp/gptqmodelvenv
+    /tmp/gptqmodelvenv/bin/pip install torch==2.15.0 safetensors==0.8.0 numpy==2.4.6 \
+        transformers==5.24.0 gptqmodel==7.7.0
+    /tmp/gptqmodelvenv/bin/python tests/data/make_awq_gptq_fixtures.py tests/data
+
+Each run makes the fixtures whose library is installed and skips the others. The versions are
+pinned in COMMON_VERSIONS / LIBRARY_VERSIONS below; the script refuses to run with others.
 
 The packers and the dequantization are the libraries' own:
   - AWQ: AutoAWQ's WQLinear_GEMM.from_linear (awq/modules/linear/gemm.py) packs, and
     dequantize_gemm (awq/utils/packing_utils.py), which WQLinear_GEMM's forward runs when it has
     no CUDA kernel, decodes.
-  - GPTQ: AutoGPTQ's QuantLinear.pack of qlinear_cuda.py (the packer that honours g_idx) packs,
-    and the same QuantLinear's forward, whose CPU path decodes through g_idx, decodes.
-Both libraries' package __init__ files import their whole model zoo and calibration stack
-(datasets, CUDA kernels); only the packing modules are imported here (import_module_only), and
---no-deps keeps their CUDA-only requirements out.
+  - GPTQ v1: AutoGPTQ's QuantLinear.pack of qlinear_cuda.py (the packer that honours g_idx)
+    packs, and the same QuantLinear's forward, whose CPU path decodes through g_idx, decodes.
+  - GPTQ v2: GPTQModel's TorchLinear.pack_block packs (its zero points are stored as they are,
+    which is the gptq_v2 checkpoint format), and TorchLinear.dequantize_weight decodes. Its
+    native CPU packing extension (JIT-compiled on first use, ~100 s) and its Python fallback
+    (GPTQMODEL_DISABLE_PACK_EXT=1) write byte-identical files.
+AutoAWQ's and AutoGPTQ's package __init__ files import their whole model zoo and calibration
+stack (datasets, CUDA kernels); only their packing modules are imported here
+(import_module_only), and --no-deps keeps their CUDA-only requirements out. GPTQModel installs
+with its dependencies on a CPU-only machine and is imported normally.
 
 The data is not quantized from float weights: for every projection the script draws integer
 codes, zero points and 16-bit scales, hands the packer the float weight (q - z) * s (exact in
 float32) and checks that the library decodes the saved file back to exactly those values. So the
 codes cover the whole range, every zero point occurs, and nothing depends on a quantizer's
-rounding. GPTQ zero points are drawn from 1..2^bits-1: AutoGPTQ stores z - 1 unmasked, so a zero
+rounding. AutoGPTQ's zero points are drawn from 1..2^bits-1: it stores z - 1 unmasked, so a zero
 point of 0 would spill into the neighbouring fields of qzeros (a quirk of the v1 format).
 
 Each fixture is one Qwen-MoE layer (model.layers.0.mlp.experts.j.{gate,up,down}_proj) with
@@ -49,14 +61,12 @@ import numpy
 import torch
 from safetensors.torch import load_file, save_file
 
+# The versions each packer was run with, with what it imports; the script refuses others.
+COMMON_VERSIONS = {"torch": "2.15.0", "safetensors": "0.8.0", "numpy": "2.4.6"}
 LIBRARY_VERSIONS = {
-    "torch": "2.15.0",
-    "autoawq": "0.2.9",
-    "auto-gptq": "0.7.1",
-    "transformers": "4.51.3",
-    "accelerate": "1.16.0",
-    "safetensors": "0.8.0",
-    "numpy": "2.4.6",
+    "autoawq": {"autoawq": "0.2.9", "transformers": "4.51.3", "accelerate": "1.16.0"},
+    "auto-gptq": {"auto-gptq": "0.7.1", "transformers": "4.51.3"},
+    "gptqmodel": {"gptqmodel": "7.7.0", "transformers": "5.24.0"},
 }
 TOKENS = 9
 TOP_K = 2
@@ -81,18 +91,25 @@ def import_module_only(dotted):
     return importlib.import_module(dotted)
 
 
-def check_versions():
-    found = {name: importlib.metadata.version(name) for name in LIBRARY_VERSIONS}
-    found["torch"] = found["torch"].split("+")[0]
-    wrong = {k: v for k, v in found.items() if v != LIBRARY_VERSIONS[k]}
+def installed(package):
+    try:
+        return importlib.metadata.version(package).split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_versions(library):
+    pins = {**COMMON_VERSIONS, **LIBRARY_VERSIONS[library]}
+    found = {name: installed(name) for name in pins}
+    wrong = {k: v for k, v in found.items() if v != pins[k]}
     if wrong:
-        sys.exit(f"pinned versions {LIBRARY_VERSIONS}, found {wrong}: update the pins and README")
+        sys.exit(f"{library}: pinned {pins}, found {wrong}: update the pins and the README")
     print(", ".join(f"{k} {v}" for k, v in found.items()))
 
 
 class Fixture:
-    def __init__(self, name, method, bits, group_size, asym, act_order, bias, E, H, I, seed):
-        self.name, self.method, self.bits = name, method, bits
+    def __init__(self, name, library, bits, group_size, asym, act_order, bias, E, H, I, seed):
+        self.name, self.library, self.bits = name, library, bits
         self.group_size, self.asym, self.act_order, self.bias = group_size, asym, act_order, bias
         self.E, self.H, self.I, self.seed = E, H, I, seed
 
@@ -103,11 +120,13 @@ class Fixture:
         return 1 if self.group_size == -1 else K // self.group_size
 
     def quantization_config(self):
-        if self.method == "awq":
+        if self.library == "autoawq":
             awq_config = import_module_only("awq.models._config")
             return awq_config.AwqConfig(
                 zero_point=self.asym, q_group_size=self.group_size, w_bit=self.bits, version="gemm"
             ).to_transformers_dict()
+        if self.library == "gptqmodel":
+            return gptqmodel_config(self)
         # The keys of auto_gptq.modeling._base.BaseQuantizeConfig.to_dict() in 0.7.1 (that module
         # imports the whole model zoo); it writes no checkpoint_format, which means v1 ("gptq").
         return {
@@ -139,15 +158,18 @@ class Fixture:
         }
 
 
-# Both packers size their outputs as `count // 32 * bits` words, so K and N must be multiples of 32;
-# the odd shapes are the expert counts, the group counts (3 and 6) and I > H.
+# AutoAWQ and AutoGPTQ size their outputs as `count // 32 * bits` words and GPTQModel's pack_block
+# asks for it, so K and N are multiples of 32; the odd shapes are the expert counts, the group
+# counts (2 to 6) and I > H.
 FIXTURES = [
-    Fixture("awq-library-int4-g16-bias", "awq", 4, 16, asym=True, act_order=False, bias=True,
+    Fixture("awq-library-int4-g16-bias", "autoawq", 4, 16, asym=True, act_order=False, bias=True,
             E=3, H=96, I=64, seed=11),
-    Fixture("gptq-library-int4-g16-asym-desc_act", "gptq", 4, 16, asym=True, act_order=True,
+    Fixture("gptq-library-int4-g16-asym-desc_act", "auto-gptq", 4, 16, asym=True, act_order=True,
             bias=False, E=3, H=64, I=96, seed=12),
-    Fixture("gptq-library-int8-channel-sym-bias", "gptq", 8, -1, asym=False, act_order=False,
+    Fixture("gptq-library-int8-channel-sym-bias", "auto-gptq", 8, -1, asym=False, act_order=False,
             bias=True, E=4, H=96, I=32, seed=13),
+    Fixture("gptq-library-int8-g32-asym-desc_act-v2", "gptqmodel", 8, 32, asym=True,
+            act_order=True, bias=False, E=3, H=96, I=64, seed=14),
 ]
 
 
@@ -159,8 +181,8 @@ class Draw:
         self.codes = rng.integers(0, top + 1, size=(N, K))
         if not f.asym:
             self.zeros = numpy.full((N, G), 2 ** (f.bits - 1))
-        else:  # AWQ takes any zero point; GPTQ v1 cannot store 0 (see the module docstring)
-            self.zeros = rng.integers(0 if f.method == "awq" else 1, top + 1, size=(N, G))
+        else:  # AutoGPTQ's v1 cannot store 0 (see the module docstring); the others take any
+            self.zeros = rng.integers(1 if f.library == "auto-gptq" else 0, top + 1, size=(N, G))
         # Scales as 16-bit floats so that the stored f16 holds them exactly.
         self.scales = (rng.uniform(0.002, 0.02, size=(N, G)) * (8 / 2**f.bits)).astype(numpy.float16)
         if g_idx is not None:
@@ -213,6 +235,36 @@ def pack_gptq(f, d):
     return tensors
 
 
+def pack_gptqmodel(f, d):
+    torch_linear = importlib.import_module("gptqmodel.nn_modules.qlinear.torch")
+    N, K = d.codes.shape
+    q = torch_linear.TorchLinear(
+        bits=f.bits, group_size=f.group_size, sym=not f.asym, desc_act=f.act_order,
+        in_features=K, out_features=N, bias=d.bias is not None,
+    )
+    scales = torch.from_numpy(d.scales.astype(numpy.float32))  # [N, G]
+    q.pack_block(d.linear(), scales, torch.from_numpy(d.zeros).to(torch.int32),
+                 torch.from_numpy(d.g_idx))
+    # pack_block leaves the zero points as they are (the v2 convention, what the gptq_v2 format
+    # saves) and the scales and bias in float16.
+    tensors = {"qweight": q.qweight, "qzeros": q.qzeros, "scales": q.scales, "g_idx": q.g_idx}
+    if q.bias is not None:
+        tensors["bias"] = q.bias
+    return tensors
+
+
+def gptqmodel_config(f):
+    """QuantizeConfig.to_dict() for the gptq_v2 format, less `meta` (a temporary path and the
+    machine's offload and VRAM settings, which would change on every run)."""
+    quantization = importlib.import_module("gptqmodel.quantization")
+    config = quantization.QuantizeConfig(
+        bits=f.bits, group_size=f.group_size, desc_act=f.act_order, sym=not f.asym,
+        format=quantization.FORMAT.GPTQ_V2,
+    ).to_dict()
+    config.pop("meta", None)
+    return json.loads(json.dumps(config))  # its enums are str subclasses: keep their values
+
+
 def awq_projection(f, saved):
     """The AWQ projection as the library decodes it: (weight [K, N] f64, bias [N] f64 or None)."""
     packing = import_module_only("awq.utils.packing_utils")
@@ -232,6 +284,27 @@ def gptq_projection(f, saved):
     with torch.no_grad():
         w = q(torch.eye(K, dtype=torch.float64))  # row k: the decoded input channel k
     return w, saved["bias"].double() if "bias" in saved else None
+
+
+def gptqmodel_projection(f, saved):
+    """The GPTQ projection through TorchLinear.dequantize_weight (what its forward multiplies)."""
+    torch_linear = importlib.import_module("gptqmodel.nn_modules.qlinear.torch")
+    K, N = saved["g_idx"].shape[0], saved["scales"].shape[1]
+    q = torch_linear.TorchLinear(
+        bits=f.bits, group_size=f.group_size, sym=not f.asym, desc_act=f.act_order,
+        in_features=K, out_features=N, bias=False,
+    )
+    q.qweight, q.qzeros, q.g_idx = saved["qweight"], saved["qzeros"], saved["g_idx"]
+    q.scales = saved["scales"].double()
+    q.post_init()
+    return q.dequantize_weight(), saved["bias"].double() if "bias" in saved else None
+
+
+PACKERS = {
+    "autoawq": (pack_awq, awq_projection),
+    "auto-gptq": (pack_gptq, gptq_projection),
+    "gptqmodel": (pack_gptqmodel, gptqmodel_projection),
+}
 
 
 def layer_forward(f, projections, hidden, logits):
@@ -258,8 +331,7 @@ def layer_forward(f, projections, hidden, logits):
 
 def make_fixture(data_dir, f):
     rng = numpy.random.default_rng(f.seed)
-    pack = pack_awq if f.method == "awq" else pack_gptq
-    decode = awq_projection if f.method == "awq" else gptq_projection
+    pack, decode = PACKERS[f.library]
     state, draws = {}, {}
     for j in range(f.E):
         for name in PROJECTIONS:
@@ -269,7 +341,7 @@ def make_fixture(data_dir, f):
             shared = draws[(j, "gate_proj")].g_idx if name == "up_proj" else None
             draws[(j, name)] = Draw(f, *f.shape(name), rng, shared)
             for suffix, t in pack(f, draws[(j, name)]).items():
-                state[f"{module}.{suffix}"] = t.contiguous()
+                state[f"{module}.{suffix}"] = t.clone()  # own memory: gate and up share g_idx
 
     out_dir = data_dir / f.name
     (out_dir / "reference").mkdir(parents=True, exist_ok=True)
@@ -296,10 +368,17 @@ def make_fixture(data_dir, f):
 
 
 def main():
-    check_versions()
     data_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data")
+    libraries = [lib for lib in LIBRARY_VERSIONS if installed(lib)]
+    if not libraries:
+        sys.exit(f"none of {list(LIBRARY_VERSIONS)} is installed; see tests/data/README.md")
+    for library in libraries:
+        check_versions(library)
     for f in FIXTURES:
-        make_fixture(data_dir, f)
+        if f.library in libraries:
+            make_fixture(data_dir, f)
+        else:
+            print(f"{f.name}: skipped, {f.library} is not installed here")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 // The AWQ and GPTQ fixtures packed by the formats' own libraries
 // (tests/data/make_awq_gptq_fixtures.py: AutoAWQ's WQLinear_GEMM.from_linear, AutoGPTQ's
-// QuantLinear.pack). Their truth comes from those libraries, not from qmoe: every weight qmoe
-// reads equals the library's own decoding of the same file, and every CPU backend's forward
-// matches the layer forward the generator ran in float64 over that decoding
-// (reference/expected.safetensors). The AWQ and GPTQ-without-desc_act fixtures are also read the
-// way vLLM's moe_wna16 method reads them.
+// QuantLinear.pack for GPTQ v1, GPTQModel's TorchLinear.pack_block for gptq_v2). Their truth comes
+// from those libraries, not from qmoe: every weight qmoe reads equals the library's own decoding of
+// the same file, and every CPU backend's forward matches the layer forward the generator ran in
+// float64 over that decoding (reference/expected.safetensors). The AWQ and GPTQ-without-desc_act
+// fixtures are also read the way vLLM's moe_wna16 method reads them.
 //
 // Error bound on the forward, normalized ||out - expected|| / ||expected||: 1e-5. The weights are
 // exact (checked first), so what remains is f32 arithmetic: dequantization as one FMA per weight
 // (<= 2 ulp), f32 accumulation over K <= 96, an f32 intermediate, and the expected output rounded
-// once to f32 (2^-24). Measured: 1e-7 to 2e-7 on every backend; a wrong nibble order, zero
+// once to f32 (2^-24). Measured: 7e-8 to 4e-7 on every backend; a wrong nibble order, zero
 // point, group or permutation moves the output by order 1e-1.
 #include <gtest/gtest.h>
 
@@ -55,6 +55,8 @@ const LibraryFixture kFixtures[] = {
      scheme(4, 16, true, true), 3, 64, 96, false},
     {"gptq-library-int8-channel-sym-bias", false, CheckpointFormat::gptq, scheme(8, kChannelwise),
      4, 96, 32, true},
+    {"gptq-library-int8-g32-asym-desc_act-v2", false, CheckpointFormat::gptq,
+     scheme(8, 32, true, true), 3, 96, 64, false},
     {"gptq-library-int8-channel-sym-bias", true, CheckpointFormat::moe_wna16,
      scheme(8, kChannelwise), 4, 96, 32, true},
 };
