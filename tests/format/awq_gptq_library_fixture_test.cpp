@@ -55,10 +55,10 @@ const LibraryFixture kFixtures[] = {
      scheme(4, 16, true, true), 3, 64, 96, false},
     {"gptq-library-int8-channel-sym-bias", false, CheckpointFormat::gptq, scheme(8, kChannelwise),
      4, 96, 32, true},
-    {"gptq-library-int8-g32-asym-desc_act-v2", false, CheckpointFormat::gptq,
-     scheme(8, 32, true, true), 3, 96, 64, false},
     {"gptq-library-int8-channel-sym-bias", true, CheckpointFormat::moe_wna16,
      scheme(8, kChannelwise), 4, 96, 32, true},
+    {"gptq-library-int8-g32-asym-desc_act-v2", false, CheckpointFormat::gptq,
+     scheme(8, 32, true, true), 3, 96, 64, false},
 };
 
 std::string fixture_name(const LibraryFixture& f) {
