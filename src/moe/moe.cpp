@@ -56,11 +56,21 @@ const Backend* resolve(const std::string& name) {
 MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend,
          Device device)
     : config_(std::move(config)), device_(device) {
+  select_backend(experts, backend);
+  prepared_ = backend_->prepare(experts, config_, device_);
+}
+
+MoE::MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backend, Device device)
+    : config_(std::move(config)), device_(device) {
+  select_backend(experts, backend);
+  prepared_ = backend_->prepare_owned(std::move(experts), config_, device_);
+}
+
+void MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
   validate(config_);
   check_matches(config_, experts);
   selection_ = choose(backend, experts, config_, device_);
   backend_ = resolve(selection_.backend);
-  prepared_ = backend_->prepare(experts, config_, device_);
 }
 
 MoE::~MoE() = default;
