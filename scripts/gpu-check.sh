@@ -68,8 +68,9 @@ if [ -z "${cmake:-}" ] || [ -z "${ninja:-}" ]; then
 fi
 
 step configure "$out/build.log" "$(upto 120)" "$cmake" "${configure_args[@]}" || exit 1
-# Only what runs here: the benchmark, the qmoe tool and every test executable of a CUDA area.
-targets=(moe_bench qmoe_cli $("$ninja" -C "$build" -t targets all 2>/dev/null |
+# Only what runs here: the benchmark, the qmoe tool, the CLI tests (for qmoe bench on the GPU) and
+# every test executable of a CUDA area.
+targets=(moe_bench qmoe_cli cli_tests $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
 # The build leaves 200 s for the steps after it, but never gets less than 120 s (or what is
 # left): with a short DEADLINE_S it was skipped outright, and so was everything after it.
@@ -88,6 +89,9 @@ step verify "$out/ctest.log" "$(upto 60)" sh -c \
   "'$build/qmoe' sample '$build/qmoe-sample' --force && '$build/qmoe' verify '$build/qmoe-sample'"
 step qmoe-bench "$out/ctest.log" "$(upto 60)" "$build/qmoe" bench --device cuda \
   --shape 2048,768,128,8 --m 1,8,32,128 --quiet
+# The same on the tool's JSON: ceilings, cublas-bf16 rows, floor and speed-up recomputed per row.
+step qmoe-bench-test "$out/ctest.log" "$(upto 90)" "$build/tests/cli/cli_tests" \
+  --gtest_filter='Bench.OnAGpu*'
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # Small cases that still cross every kernel's block and warp boundaries (instrumented runs are
 # 10-100x slower).

@@ -25,11 +25,12 @@ constexpr size_t kCublasWorkspaceBytes = size_t(64) << 20;
 
 }  // namespace
 
-CublasMoE::CublasMoE(cublasHandle_t handle, const Shape& shape, const Experts& experts,
-                     int64_t max_pairs)
+CublasMoE::CublasMoE(cublasHandle_t handle, const Shape& shape, const DeviceBuffer& w13_bf16,
+                     const DeviceBuffer& w2_bf16, int64_t max_pairs)
     : handle_(handle),
       shape_(shape),
-      experts_(experts),
+      w13_(w13_bf16),
+      w2_(w2_bf16),
       rows_(max_pairs * shape.H * 2),
       gate_up_(max_pairs * 2 * shape.I * 2),
       act_(max_pairs * shape.I * 2),
@@ -48,8 +49,8 @@ void CublasMoE::forward(const RoutingSet& set, uint16_t* out, cudaStream_t strea
   auto* gate_up = gate_up_.as<uint16_t>();
   auto* act = act_.as<uint16_t>();
   auto* down = down_.as<uint16_t>();
-  const auto* w13 = experts_.w13_bf16.as<uint16_t>();
-  const auto* w2 = experts_.w2_bf16.as<uint16_t>();
+  const auto* w13 = w13_.as<uint16_t>();
+  const auto* w2 = w2_.as<uint16_t>();
   for (int64_t e = 0; e < shape_.E; ++e) {
     const int64_t first = set.expert_offsets[e], count = set.expert_offsets[e + 1] - first;
     if (count == 0) continue;

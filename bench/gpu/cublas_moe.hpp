@@ -10,8 +10,10 @@ namespace qmoe::bench {
 
 class CublasMoE {
  public:
-  // Scratch sized for max_pairs = M*k rows; allocated once, here.
-  CublasMoE(cublasHandle_t handle, const Shape& shape, const Experts& experts, int64_t max_pairs);
+  // w13_bf16 [E, 2I, H], w2_bf16 [E, H, I] (kept by the caller). Scratch sized for
+  // max_pairs = M*k rows; allocated once, here.
+  CublasMoE(cublasHandle_t handle, const Shape& shape, const DeviceBuffer& w13_bf16,
+            const DeviceBuffer& w2_bf16, int64_t max_pairs);
   // out: bf16 [M, H]. Enqueues only (graph-capturable): the per-expert row counts come from the
   // set's host copy of its alignment.
   void forward(const RoutingSet& set, uint16_t* out, cudaStream_t stream) const;
@@ -19,7 +21,7 @@ class CublasMoE {
  private:
   cublasHandle_t handle_;
   Shape shape_;
-  const Experts& experts_;
+  const DeviceBuffer &w13_, &w2_;
   DeviceBuffer rows_, gate_up_, act_, down_, cublas_workspace_;
 };
 

@@ -290,7 +290,7 @@ int run(const Options& o) {
         record(json_row(row, s, ceilings));
       };
       if (std::find(o.backends.begin(), o.backends.end(), kBaseline) != o.backends.end()) {
-        const CublasMoE baseline(handle, s, experts, M * s.k);
+        const CublasMoE baseline(handle, s, experts.w13_bf16, experts.w2_bf16, M * s.k);
         finish(run_backend(
             kBaseline,
             [&](const RoutingSet& set, uint16_t* out, cudaStream_t st) {

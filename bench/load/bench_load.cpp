@@ -4,14 +4,17 @@
 //                                  (default 2): layers of 64 experts, H 2048, I 1024, f16 scales
 //   bench_load load DIR            loads every MoE layer once, one after the other (each dropped
 //                                  before the next), in a fresh process so the peak is the loader's
-// `load` prints the bytes of expert tensors read, the time, MB/s, the process's peak resident
-// memory and that peak as a multiple of the largest canonical layer. Run `load` right after
+// `load` prints the bytes of expert tensors read, the time, MB/s (wall and per CPU second, with the
+// load average), the process's peak resident memory and that peak as a multiple of the largest
+// canonical layer. Run `load` right after
 // `generate` (or twice) so the files come from the page cache.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,10 +66,22 @@ int64_t peak_resident_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+// User + system CPU seconds of every thread of the process so far: on a shared machine the wall
+// time depends on who else runs, the CPU time much less.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 int load(const std::string& dir) {
   const Checkpoint ckpt = Checkpoint::open(dir);
   const int64_t before = peak_resident_bytes();
   int64_t file_bytes = 0, largest = 0;
+  const double cpu_start = cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int layer : ckpt.moe_layers()) {
     const QuantizedExperts x = ckpt.load_layer(layer);
@@ -75,15 +90,18 @@ int load(const std::string& dir) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu = cpu_seconds() - cpu_start;
   const int64_t peak = peak_resident_bytes();
+  double load[1] = {NAN};
+  getloadavg(load, 1);
+  const double mb = static_cast<double>(file_bytes) / 1e6;
   fmt::print(
-      "{}: {} layers, {:.0f} MB of expert tensors in {:.2f} s = {:.0f} MB/s; peak resident "
-      "{:.0f} MB ({:.0f} MB before loading), largest canonical layer {:.0f} MB: peak = {:.2f}x "
-      "the layer\n",
-      dir, ckpt.moe_layers().size(), static_cast<double>(file_bytes) / 1e6, seconds,
-      static_cast<double>(file_bytes) / 1e6 / seconds, static_cast<double>(peak) / 1e6,
-      static_cast<double>(before) / 1e6, static_cast<double>(largest) / 1e6,
-      static_cast<double>(peak) / static_cast<double>(largest));
+      "{}: {} layers, {:.0f} MB of expert tensors in {:.2f} s = {:.0f} MB/s; {:.2f} CPU s = {:.0f} "
+      "MB per CPU second; load average {:.2f}; peak resident {:.0f} MB ({:.0f} MB before loading), "
+      "largest canonical layer {:.0f} MB: peak = {:.2f}x the layer\n",
+      dir, ckpt.moe_layers().size(), mb, seconds, mb / seconds, cpu, mb / cpu, load[0],
+      static_cast<double>(peak) / 1e6, static_cast<double>(before) / 1e6,
+      static_cast<double>(largest) / 1e6, static_cast<double>(peak) / static_cast<double>(largest));
   return 0;
 }
 

@@ -19,6 +19,10 @@ class MoE {
   // choice on `device`. Weights are converted once, here, into the backend's layout.
   MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend = "auto",
       Device device = {});
+  // Same, taking the experts over: backends that can free each canonical weight once converted
+  // (cpu) need less peak memory than a copy of the whole layer.
+  MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backend = "auto",
+      Device device = {});
   ~MoE();
   MoE(MoE&&) noexcept;
   MoE& operator=(MoE&&) noexcept;
@@ -55,6 +59,10 @@ class MoE {
                       TensorView out, void* stream = nullptr) const;
 
  private:
+  void select_backend(const QuantizedExperts& experts, const std::string& backend);
+  // The plan's large-batch backend (Selection::plan), prepared too; clears the plan when the
+  // config asks for one backend.
+  void prepare_large_batch_backend(const QuantizedExperts& experts);
   int64_t check_hidden_and_out(const TensorView& hidden, const TensorView& out) const;
 
   MoEConfig config_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "qmoe/tensor.hpp"
 
@@ -90,6 +91,8 @@ class QuantizedExperts {
   int64_t intermediate() const { return w2_.K; }
   bool gated() const { return w13_.N == 2 * w2_.K; }
   QuantizedExperts clone() const;
+  // Gives up both weights (w13, w2), e.g. to free each once it has been converted.
+  std::pair<QuantizedWeight, QuantizedWeight> release() &&;
 
  private:
   QuantizedWeight w13_;

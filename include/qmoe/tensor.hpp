@@ -105,6 +105,7 @@ class Buffer {
 
  private:
   struct Free {
+    size_t bytes;  // as allocated (no default member initializer: Buffer is still incomplete here)
     void operator()(std::byte* p) const;
   };
   void check_type(DType requested) const;

@@ -33,6 +33,14 @@ class Backend {
   virtual std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts,
                                                    const MoEConfig& config,
                                                    Device device) const = 0;
+  // prepare with the canonical weights handed over, for the backend to free as it converts them
+  // (the canonical and the converted copy of a weight need not all be alive at once). The default
+  // converts with prepare, then frees them.
+  virtual std::unique_ptr<PreparedExperts> prepare_owned(QuantizedExperts experts,
+                                                         const MoEConfig& config,
+                                                         Device device) const {
+    return prepare(experts, config, device);
+  }
   // Top-k routing on the backend's device. The default runs the CPU reference on host tensors.
   virtual void route(const MoEConfig& config, TensorView router_logits, TensorView topk_weights,
                      TensorView topk_ids, void* stream) const;

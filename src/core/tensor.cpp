@@ -1,10 +1,9 @@
 #include "qmoe/tensor.hpp"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "core/check.hpp"
+#include "core/host_memory.hpp"
 
 namespace qmoe {
 
@@ -82,13 +81,10 @@ Buffer::Buffer(DType dtype, std::span<const int64_t> shape)
   const int64_t bytes = numel() * size_of(dtype);
   // Round up so that SIMD loads of a whole 64-byte line past the last element stay inside.
   const size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64 + 64);
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(64, alloc));
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, alloc);
-  bytes_.reset(p);
+  bytes_ = std::unique_ptr<std::byte[], Free>(allocate_zeroed(alloc), Free{alloc});
 }
 
-void Buffer::Free::operator()(std::byte* p) const { std::free(p); }
+void Buffer::Free::operator()(std::byte* p) const { free_zeroed(p, bytes); }
 
 int64_t Buffer::numel() const { return rank_ == 0 && !bytes_ ? 0 : product(shape_, rank_); }
 

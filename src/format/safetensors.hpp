@@ -76,9 +76,11 @@ class TensorStore {
 
   const TensorInfo* find(std::string_view name) const;
   const TensorInfo& at(std::string_view name) const;  // throws Error naming the tensor and dir
-  // Gives the memory pages that only tensors named `prefix`... occupy back to the kernel; the
-  // data stays readable (it is read again from the file, usually the page cache, when touched).
-  // Keeps a loader's resident memory near the converted weights rather than the file's size.
+  // Gives the memory pages between the first and last byte of the tensors named `prefix`... (per
+  // mapped shard; the pages at both ends excepted) back to the kernel; the data stays readable
+  // (it is read again from the file, usually the page cache, when touched). Keeps a loader's
+  // resident memory near the converted weights rather than the file's size. Does nothing for a
+  // store of the caller's arrays (from_tensors).
   void release_pages(std::string_view prefix) const;
   const std::map<std::string, TensorInfo, std::less<>>& tensors() const { return tensors_; }
   const std::filesystem::path& dir() const { return dir_; }

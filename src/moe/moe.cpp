@@ -57,21 +57,36 @@ const Backend* resolve(const std::string& name) {
 MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend,
          Device device)
     : config_(std::move(config)), device_(device) {
+  select_backend(experts, backend);
+  prepare_large_batch_backend(experts);
+  prepared_ = backend_->prepare(experts, config_, device_);
+}
+
+MoE::MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backend, Device device)
+    : config_(std::move(config)), device_(device) {
+  select_backend(experts, backend);
+  prepare_large_batch_backend(experts);  // before the canonical weights are handed over
+  prepared_ = backend_->prepare_owned(std::move(experts), config_, device_);
+}
+
+void MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
   validate(config_);
   check_matches(config_, experts);
   selection_ = choose(backend, experts, config_, device_);
   backend_ = resolve(selection_.backend);
-  prepared_ = backend_->prepare(experts, config_, device_);
-  if (selection_.plan.size() == 2 && config_.large_batch_backend) {
-    apply_tuned_crossover(selection_, query_device(device_).name, describe(experts, config_));
-    const PlanStep& large = selection_.plan[1];
-    large_backend_ = resolve(large.backend);
-    large_prepared_ = large_backend_->prepare(experts, config_, device_);
-    large_from_tokens_ = large.from_tokens;
-    large_dtype_ = config_.activation_dtype.value_or(DType::bf16);
-  } else {
+}
+
+void MoE::prepare_large_batch_backend(const QuantizedExperts& experts) {
+  if (selection_.plan.size() != 2 || !config_.large_batch_backend) {
     selection_.plan.clear();
+    return;
   }
+  apply_tuned_crossover(selection_, query_device(device_).name, describe(experts, config_));
+  const PlanStep& large = selection_.plan[1];
+  large_backend_ = resolve(large.backend);
+  large_prepared_ = large_backend_->prepare(experts, config_, device_);
+  large_from_tokens_ = large.from_tokens;
+  large_dtype_ = config_.activation_dtype.value_or(DType::bf16);
 }
 
 MoE::~MoE() = default;

@@ -117,4 +117,8 @@ QuantizedExperts::QuantizedExperts(QuantizedWeight w13, QuantizedWeight w2)
 
 QuantizedExperts QuantizedExperts::clone() const { return {w13_.clone(), w2_.clone()}; }
 
+std::pair<QuantizedWeight, QuantizedWeight> QuantizedExperts::release() && {
+  return {std::move(w13_), std::move(w2_)};
+}
+
 }  // namespace qmoe

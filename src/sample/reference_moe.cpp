@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <optional>
 
 #include "core/check.hpp"
 #include "core/convert.hpp"
@@ -152,34 +152,38 @@ Buffer reference_forward(const MoEConfig& c, const QuantizedExperts& experts, co
                          const ReferenceRouting& routing) {
   const int64_t M = hidden.dim(0), H = c.hidden, I = c.intermediate, k = routing.top_k;
   const int64_t gemm1_rows = is_gated(c.activation) ? 2 * I : I;
-  Buffer out(DType::f64, {M, H});
-  std::map<int64_t, std::pair<DecodedExpert, DecodedExpert>> decoded;  // only experts used
   for (int64_t m = 0; m < M; ++m) {
-    std::vector<double> sum(H, 0.0);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = routing.ids[m * k + j];
       check(e >= 0 && e < c.num_experts, "reference: token {} slot {} routes to expert {} of {}", m,
             j, e, c.num_experts);
-      auto it = decoded.find(e);
-      if (it == decoded.end())
-        it = decoded
-                 .emplace(
-                     e, std::pair{decode_expert(experts.w13(), e), decode_expert(experts.w2(), e)})
-                 .first;
-      const double weight = routing.weights[m * k + j];
-      std::vector<double> x(H);
-      for (int64_t i = 0; i < H; ++i) {
-        x[i] = load_as_double(hidden.data(), hidden.dtype(), m * H + i);
-        if (c.apply_router_weight_on_input) x[i] *= weight;
-      }
-      const std::vector<double> h = apply(it->second.first, x, gemm1_rows);
-      std::vector<double> a(I);
-      for (int64_t i = 0; i < I; ++i) a[i] = activate(c, h, I, i);
-      const std::vector<double> y = apply(it->second.second, a, H);
-      const double scale = c.apply_router_weight_on_input ? 1.0 : weight;
-      for (int64_t i = 0; i < H; ++i) sum[i] += scale * y[i];
     }
-    std::copy(sum.begin(), sum.end(), out.data_as<double>() + m * H);
+  }
+  Buffer out(DType::f64, {M, H});  // zeroed: every token's sum starts at 0
+  double* sums = out.data_as<double>();
+  // One expert decoded at a time, applied to every (token, slot) routed to it: a whole layer in
+  // float64 is 16x its int4 codes, more memory than the code under test needs.
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    std::optional<std::pair<DecodedExpert, DecodedExpert>> decoded;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (routing.ids[m * k + j] != e) continue;
+        if (!decoded)
+          decoded.emplace(decode_expert(experts.w13(), e), decode_expert(experts.w2(), e));
+        const double weight = routing.weights[m * k + j];
+        std::vector<double> x(H);
+        for (int64_t i = 0; i < H; ++i) {
+          x[i] = load_as_double(hidden.data(), hidden.dtype(), m * H + i);
+          if (c.apply_router_weight_on_input) x[i] *= weight;
+        }
+        const std::vector<double> h = apply(decoded->first, x, gemm1_rows);
+        std::vector<double> a(I);
+        for (int64_t i = 0; i < I; ++i) a[i] = activate(c, h, I, i);
+        const std::vector<double> y = apply(decoded->second, a, H);
+        const double scale = c.apply_router_weight_on_input ? 1.0 : weight;
+        for (int64_t i = 0; i < H; ++i) sums[m * H + i] += scale * y[i];
+      }
+    }
   }
   return out;
 }

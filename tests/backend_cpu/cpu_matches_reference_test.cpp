@@ -177,6 +177,15 @@ TEST_P(CpuMatchesReference, WithinStatedBound) {
   test::fill_normal(out, rng, 1e6);  // poison: every element must be written
   moe.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(), out.view());
   EXPECT_LT(test::relative_error(out, c.reference), bound_for(spec.act_dtype));
+
+  // Handed over (each canonical weight freed once packed), the experts must pack the same bits.
+  const MoE owning(c.config, c.experts->clone(), "cpu");
+  Buffer owned_out(spec.act_dtype, {spec.M, spec.H});
+  test::fill_normal(owned_out, rng, 1e6);
+  owning.forward_routed(c.hidden.view(), c.topk_weights.view(), c.topk_ids.view(),
+                        owned_out.view());
+  EXPECT_LT(test::relative_error(owned_out, c.reference), bound_for(spec.act_dtype));
+  EXPECT_EQ(test::relative_error(owned_out, out.clone()), 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, CpuMatchesReference, testing::ValuesIn(all_params()),

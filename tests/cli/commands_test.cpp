@@ -2,7 +2,9 @@
 // run's outputs on given inputs match a float64 reference computed here, and failures exit 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -14,6 +16,7 @@
 #include "format/safetensors.hpp"
 #include "format/safetensors_writer.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "qmoe/device.hpp"
 #include "support/moe_case.hpp"
 #include "support/run_cli.hpp"
 
@@ -163,18 +166,64 @@ TEST(Verify, FailsOnLayersThatDoNotLoadOrAreMissing) {
 namespace qmoe::test {
 namespace {
 
+// Every row's floor, fraction of the floor and (for `backend`) speed-up over the baseline and
+// error against it, recomputed from the row's own numbers and the run's ceilings. Returns how many
+// rows of `backend` there were.
+int check_floors_and_speedups(const nlohmann::json& j, const std::string& backend,
+                              double max_error) {
+  const double bytes_per_s = j["ceilings"]["read_bytes_per_s"].get<double>();
+  const double flops_per_s = j["ceilings"]["flops_per_s"].get<double>();
+  std::map<int64_t, double> baseline_s;
+  for (const nlohmann::json& row : j["rows"])
+    if (row["backend"] == j["baseline"]) baseline_s[row["m"].get<int64_t>()] = row["median_s"];
+  int rows = 0;
+  for (const nlohmann::json& row : j["rows"]) {
+    EXPECT_FALSE(row.contains("error")) << row;
+    if (row.contains("error")) continue;
+    const double t = row["median_s"].get<double>(), floor = row["floor_s"].get<double>();
+    EXPECT_GT(t, 0) << row;
+    EXPECT_NEAR(floor,
+                std::max(row["weight_bytes"].get<double>() / bytes_per_s,
+                         row["flops"].get<double>() / flops_per_s),
+                1e-9 * floor)
+        << row;
+    EXPECT_NEAR(row["fraction_of_floor"].get<double>(), floor / t, 1e-9) << row;
+    if (row["backend"] != backend) continue;
+    ++rows;
+    const double speedup = baseline_s.at(row["m"].get<int64_t>()) / t;
+    EXPECT_NEAR(row["speedup_over_baseline"].get<double>(), speedup, 1e-9 * speedup) << row;
+    EXPECT_LT(row["error_vs_baseline"].get<double>(), max_error) << row;
+  }
+  return rows;
+}
+
+// `qmoe bench ARGS --json --plot F.svg` in a fresh directory: the parsed JSON (null when the run
+// failed, which is reported) and the picture's text.
+struct BenchRun {
+  nlohmann::json json;
+  std::string picture;
+};
+
+BenchRun run_bench_json(const std::string& args) {
+  TempDir dir("bench");
+  const std::string svg = dir / "b.svg";
+  const CliRun r = run_cli("bench " + args + " --json --plot " + svg);
+  EXPECT_EQ(r.status, 0) << r.out;
+  if (r.status != 0) return {};
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {nlohmann::json::parse(r.out), text.str()};
+}
+
 // `bench` on a small random layer: a row per backend and M with positive times, the float
 // baseline's rows when OpenBLAS is built in (each backend checked against it), and an SVG with one
 // line per backend.
 TEST(Bench, JsonRowsAndAPlotForEveryBackendAndM) {
-  TempDir dir("bench");
-  const std::string svg = dir / "b.svg";
-  const CliRun r = run_cli(
-      "bench --shape 256,128,8,2 --m 1,3 --seconds 0.01 --backend "
-      "cpu,emulation --json --plot " +
-      svg);
-  ASSERT_EQ(r.status, 0) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const BenchRun run =
+      run_bench_json("--shape 256,128,8,2 --m 1,3 --seconds 0.01 --backend cpu,emulation");
+  ASSERT_FALSE(run.json.is_null());
+  const nlohmann::json& j = run.json;
   std::set<std::string> backends;
   for (const nlohmann::json& row : j["rows"]) {
     backends.insert(row["backend"].get<std::string>());
@@ -187,17 +236,35 @@ TEST(Bench, JsonRowsAndAPlotForEveryBackendAndM) {
   }
   const bool blas = backends.count("openblas-f32") == 1;
   EXPECT_EQ(j["rows"].size(), blas ? 6u : 4u) << j.dump(2);
+  if (blas) {
+    EXPECT_EQ(check_floors_and_speedups(j, "cpu", 5e-3), 2) << j.dump(2);
+  }
   EXPECT_TRUE(backends.count("cpu") && backends.count("emulation")) << j.dump(2);
-  std::ifstream in(svg);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string picture = text.str();
+  const std::string& picture = run.picture;
   EXPECT_EQ(picture.rfind("<svg", 0), 0u) << picture.substr(0, 200);
   size_t lines = 0;
   for (size_t at = picture.find("<polyline"); at != std::string::npos;
        at = picture.find("<polyline", at + 1))
     ++lines;
   EXPECT_EQ(lines, backends.size());
+}
+
+// On a GPU: the ceilings measured in this run, the cuBLAS bf16 baseline's rows (moe_bench's), and
+// for cuda-mma the fraction of the floor and the speed-up over the baseline, recomputed here from
+// the row's own numbers, with its output checked against the baseline's.
+TEST(Bench, OnAGpuReportsCeilingsAndSpeedUpOverCublasBf16) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "needs a CUDA GPU: cuda_devices() found none";
+  const BenchRun run = run_bench_json(
+      "--device cuda --shape 2048,768,32,8 --m 1,64 --seconds 0.05 --backend cuda-mma");
+  ASSERT_FALSE(run.json.is_null());
+  const nlohmann::json& j = run.json;
+  // Any sm_80+ GPU copies faster than 100 GB/s and multiplies bf16 faster than 10 TFLOP/s.
+  EXPECT_GT(j["ceilings"]["read_bytes_per_s"].get<double>(), 1e11) << j.dump(2);
+  EXPECT_GT(j["ceilings"]["flops_per_s"].get<double>(), 1e13) << j.dump(2);
+  ASSERT_EQ(j["baseline"], "cublas-bf16") << j.dump(2);
+  EXPECT_EQ(j["rows"].size(), 4u) << j.dump(2);
+  EXPECT_EQ(check_floors_and_speedups(j, "cuda-mma", 1.5e-2), 2) << j.dump(2);
+  EXPECT_NE(run.picture.find("cublas-bf16"), std::string::npos);
 }
 
 TEST(Bench, RunsACheckpointsFirstLayerAndRejectsBadShapes) {

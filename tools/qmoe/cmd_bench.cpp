@@ -1,7 +1,8 @@
 // `qmoe bench [DIR | --shape H,I,E,TOPK] [--m 1,8,...]`: the MoE forward of one layer on every
 // backend of a device, per token count M: median time, the fraction of this machine's floor
 // (ceilings measured in the same run) and the speed-up over a plain float baseline (OpenBLAS sgemm
-// on weights dequantized to f32, on the CPU). Table, --json, and --plot F.svg.
+// on weights dequantized to f32 on the CPU; on a GPU moe_bench's cuBLAS bf16 forward and its
+// ceilings, bench/gpu/layer_baseline.hpp). Table, --json, and --plot F.svg.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,11 +33,12 @@
 #include "bench_baselines.hpp"
 #include "bench_ceilings.hpp"
 #endif
+#ifdef QMOE_BENCH_CUBLAS
+#include "layer_baseline.hpp"
+#endif
 
 namespace qmoe::cli {
 namespace {
-
-constexpr const char* kBaseline = "openblas-f32";
 
 struct BenchOptions {
   LayerSource layer;
@@ -131,8 +133,97 @@ Ceilings measure(Device device) {
             "streaming read over buffers far larger than the cache; OpenBLAS 1024^3 sgemm"};
   }
 #endif
+#ifdef QMOE_BENCH_CUBLAS
+  if (device.kind == DeviceKind::cuda) {
+    const bench::DeviceCeilings c = bench::measure_device_ceilings(device.index);
+    return {c.copy_bytes_per_s, c.bf16_flops_per_s,
+            "SM copy kernel 1 GiB -> 1 GiB (bytes read + written per second, as moe_bench); "
+            "cuBLAS 8192^3 bf16 matmul"};
+  }
+#endif
   (void)device;
-  return {0, 0, "not measured by qmoe bench on this device (use moe_bench on a GPU)"};
+  return {0, 0, "not measured: this build has no benchmark library for the device"};
+}
+
+// The plain float forward a backend's speed-up is measured against, on the same token sets.
+class FloatBaseline {
+ public:
+  virtual ~FloatBaseline() = default;
+  virtual std::string name() const = 0;
+  virtual void use(TokenSets& sets) = 0;  // the sets of the next M
+  virtual void pass() = 0;                // one forward over every set, finished on return
+  virtual Buffer first_output() const = 0;
+
+ protected:
+  TokenSets* sets_ = nullptr;
+};
+
+#ifdef QMOE_BENCH_OPENBLAS
+class OpenblasBaseline final : public FloatBaseline {
+ public:
+  OpenblasBaseline(const QuantizedExperts& experts, const MoEConfig& config)
+      : dense_(dequantize(experts)), config_(config) {}
+  std::string name() const override { return "openblas-f32"; }
+  void use(TokenSets& sets) override { sets_ = &sets; }
+  void pass() override {
+    for (size_t i = 0; i < sets_->hidden.size(); ++i)
+      bench::openblas_moe_forward(
+          dense_, config_,
+          RoutedBatch{sets_->hidden[i].view(), sets_->topk_weights[i].view(),
+                      sets_->topk_ids[i].view(), sets_->out[i].view()});
+  }
+  Buffer first_output() const override { return sets_->out[0].clone(); }
+
+ private:
+  DequantizedExperts dense_;
+  MoEConfig config_;
+};
+#endif
+
+#ifdef QMOE_BENCH_CUBLAS
+class CublasBaseline final : public FloatBaseline {
+ public:
+  CublasBaseline(const QuantizedExperts& experts, const MoEConfig& config, int device)
+      : cublas_(config, experts, device) {}
+  std::string name() const override { return "cublas-bf16"; }
+  void use(TokenSets& sets) override {
+    sets_ = &sets;
+    cublas_.set_tokens(sets.hidden, sets.topk_weights, sets.topk_ids);
+  }
+  void pass() override { cublas_.run_sets(); }
+  Buffer first_output() const override {
+    Buffer out(DType::bf16, sets_->out[0].shape());
+    cublas_.copy_out(0, out);
+    return out;
+  }
+
+ private:
+  bench::CublasLayerBaseline cublas_;
+};
+#endif
+
+// This device's baseline, or null with the reason in `why_not`.
+std::unique_ptr<FloatBaseline> make_baseline(const QuantizedExperts& experts,
+                                             const MoEConfig& config, Device device, DType dtype,
+                                             std::string& why_not) {
+#ifdef QMOE_BENCH_OPENBLAS
+  if (device.kind == DeviceKind::cpu) {
+    if (dtype == DType::f32) return std::make_unique<OpenblasBaseline>(experts, config);
+    why_not = fmt::format("the OpenBLAS baseline runs f32 activations, not {}", name(dtype));
+    return nullptr;
+  }
+#endif
+#ifdef QMOE_BENCH_CUBLAS
+  if (device.kind == DeviceKind::cuda) {
+    why_not = bench::cublas_baseline_unfit(config, dtype);
+    if (why_not.empty()) return std::make_unique<CublasBaseline>(experts, config, device.index);
+    why_not = "the cuBLAS baseline does not fit: " + why_not;
+    return nullptr;
+  }
+#endif
+  (void)experts, (void)config, (void)dtype;
+  why_not = fmt::format("this build has no float baseline for {}", to_string(device));
+  return nullptr;
 }
 
 struct Row {
@@ -145,9 +236,10 @@ struct Row {
   std::string failure;
 };
 
-void print_table(const std::vector<Row>& rows, const Ceilings& ceil) {
+void print_table(const std::vector<Row>& rows, const Ceilings& ceil, const std::string& baseline) {
   fmt::print("{:<14} {:>6}  {:>28}  {:>10}  {:>7}  {:>9}  {:>10}\n", "backend", "M",
-             "time (p10-p90)", "floor", "÷floor", "GB/s", fmt::format("×{}", kBaseline));
+             "time (p10-p90)", "floor", "÷floor", "GB/s",
+             baseline.empty() ? "×baseline" : fmt::format("×{}", baseline));
   for (const Row& r : rows) {
     if (!r.failure.empty()) {
       fmt::print("{:<14} {:>6}  FAIL: {}\n", r.backend, r.M, r.failure);
@@ -164,14 +256,16 @@ void print_table(const std::vector<Row>& rows, const Ceilings& ceil) {
 }
 
 nlohmann::ordered_json to_json(const std::vector<Row>& rows, const Ceilings& ceil,
-                               const std::string& device, const std::string& layer) {
+                               const std::string& device, const std::string& layer,
+                               const std::string& baseline, const std::string& why_no_baseline) {
   nlohmann::ordered_json j;
   j["device"] = device;
   j["layer"] = layer;
   j["ceilings"] = {{"read_bytes_per_s", ceil.read_bytes_per_s},
                    {"flops_per_s", ceil.flops_per_s},
                    {"how", ceil.how}};
-  j["baseline"] = kBaseline;
+  j["baseline"] = baseline.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(baseline);
+  if (baseline.empty()) j["why_no_baseline"] = why_no_baseline;
   j["rows"] = nlohmann::ordered_json::array();
   for (const Row& r : rows) {
     nlohmann::ordered_json row = {{"backend", r.backend}, {"m", r.M}};
@@ -235,16 +329,17 @@ void run_bench(const BenchOptions& o) {
   std::vector<std::unique_ptr<MoE>> moes;
   for (const std::string& b : backends)
     moes.push_back(std::make_unique<MoE>(config, experts, b, device));
-  const bool baseline = device.kind == DeviceKind::cpu && dtype == DType::f32;
-#ifdef QMOE_BENCH_OPENBLAS
-  const DequantizedExperts dense = baseline ? dequantize(experts) : DequantizedExperts{};
-#endif
+  std::string why_no_baseline;
+  const std::unique_ptr<FloatBaseline> baseline =
+      make_baseline(experts, config, device, dtype, why_no_baseline);
+  const std::string baseline_name = baseline ? baseline->name() : "";
   const Ceilings ceil = measure(device);
   if (!o.json && ceil.read_bytes_per_s > 0) {
-    fmt::print("ceilings (this run): read {}/s, {:.0f} GFLOP/s ({})\n",
+    fmt::print("ceilings (this run): memory {}/s, {:.0f} GFLOP/s ({})\n",
                format_bytes(static_cast<int64_t>(ceil.read_bytes_per_s)), ceil.flops_per_s / 1e9,
                ceil.how);
   }
+  if (!o.json && !baseline) fmt::print("no baseline: {}\n", why_no_baseline);
 
   const double bytes_per_expert = expert_bytes(experts);
   std::mt19937_64 rng(o.layer.seed + 1);
@@ -260,24 +355,19 @@ void run_bench(const BenchOptions& o) {
       floor_s = std::max(sets.weight_bytes / ceil.read_bytes_per_s, flops / ceil.flops_per_s);
     std::optional<double> baseline_s;
     Buffer baseline_out;  // the baseline's output for set 0, to check every backend against
-#ifdef QMOE_BENCH_OPENBLAS
     if (baseline) {
-      Row r{kBaseline, M, {}, floor_s, sets.weight_bytes, flops, 1.0, 0.0, {}};
-      r.t = time_passes(
-          sets.hidden.size(),
-          [&] {
-            for (size_t i = 0; i < sets.hidden.size(); ++i)
-              bench::openblas_moe_forward(
-                  dense, config,
-                  RoutedBatch{sets.hidden[i].view(), sets.topk_weights[i].view(),
-                              sets.topk_ids[i].view(), sets.out[i].view()});
-          },
-          o.seconds);
-      baseline_s = r.t.median;
-      baseline_out = sets.out[0].clone();
+      Row r{baseline_name, M, {}, floor_s, sets.weight_bytes, flops, 1.0, 0.0, {}};
+      try {
+        baseline->use(sets);
+        r.t = time_passes(
+            sets.hidden.size(), [&] { baseline->pass(); }, o.seconds);
+        baseline_s = r.t.median;
+        baseline_out = baseline->first_output();
+      } catch (const Error& e) {
+        r.failure = e.what();
+      }
       rows.push_back(r);
     }
-#endif
     for (size_t b = 0; b < moes.size(); ++b) {
       Row r{backends[b], M, {}, floor_s, sets.weight_bytes, flops, NAN, NAN, {}};
       try {
@@ -312,9 +402,11 @@ void run_bench(const BenchOptions& o) {
   }
   progress.clear();
   if (o.json) {
-    fmt::print("{}\n", to_json(rows, ceil, desc.to_string(), layer_desc.to_string()).dump(2));
+    fmt::print("{}\n", to_json(rows, ceil, desc.to_string(), layer_desc.to_string(), baseline_name,
+                               why_no_baseline)
+                           .dump(2));
   } else {
-    print_table(rows, ceil);
+    print_table(rows, ceil, baseline_name);
   }
   if (!o.plot.empty()) {
     write_plot(o.plot, rows,

@@ -54,9 +54,11 @@ sample::MoECase model_case(const DemoOptions& o, DType dtype) {
 void run_demo(const DemoOptions& o) {
   const Device device = machine_device(o.device);
   const DType dtype = activation_dtype(o.dtype, device);
-  const sample::MoECase c = o.model.empty() ? default_case(o, dtype) : model_case(o, dtype);
+  sample::MoECase c = o.model.empty() ? default_case(o, dtype) : model_case(o, dtype);
 
-  const MoE moe(c.config, *c.experts, o.backend, device);
+  // The reference is computed: the MoE takes the canonical weights over, so that the cpu backend
+  // can free each once packed and the layer is not held twice.
+  const MoE moe(c.config, std::move(*c.experts), o.backend, device);
   Buffer out(dtype, {o.tokens, c.config.hidden});
   const TimedForward timed = run_forwards(moe, c.hidden, c.router_logits, out, device, o.repeats);
   const double error = sample::relative_error(out, c.reference);
