@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <tuple>
 
 #include "backend/cuda_forward.hpp"
 #include "backend/cuda_mma/workspace_pool.hpp"
@@ -36,8 +35,7 @@ DeviceBuffer upload_floats(const Buffer& host) {
 
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The per-call argument arrays of one launch inside the workspace's group_args: each GEMM has two
-// launches (whole 256-token tiles, then the rest), so four of these in all.
+// The per-call argument arrays of one grouped GEMM inside the workspace's group_args.
 struct GroupArgsLayout {
   size_t shapes = 0, act_rows = 0, out_rows = 0, bytes = 0;
   explicit GroupArgsLayout(int64_t E, size_t base = 0)
@@ -95,23 +93,15 @@ struct CudaWgmmaExperts final : PreparedExperts {
     s.gemm1_out = pairs * size_t(N1) * 2;
     s.activated = pairs * size_t(I) * 2;
     s.gemm2_out = pairs * size_t(H) * 2;
-    s.group_args = 4 * GroupArgsLayout(E).bytes;
+    s.group_args = 2 * GroupArgsLayout(E).bytes;
     for (const KernelWeight* w : {&w13, &w2}) {
-      s.gemm_scratch = std::max(s.gemm_scratch, 2 * gemm_scratch_half(*w));
+      s.gemm_scratch = std::max(
+          s.gemm_scratch, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
       if (!w->zero_terms.empty())
         s.row_group_sums =
             std::max(s.row_group_sums, pairs * size_t(w->K / w->group_size) * sizeof(float));
     }
     return s;
-  }
-
-  // CUTLASS's scratch for one launch, rounded up; each of a GEMM's two launches has its own half.
-  size_t gemm_scratch_half(const KernelWeight& w) const {
-    size_t bytes = 0;
-    for (int tile : {cuda_wgmma::kFullTileTokens, cuda_wgmma::kTailTileTokens})
-      bytes =
-          std::max(bytes, cuda_wgmma::gemm_ops(w.variant, tile)->workspace_bytes(int(E), sm_count));
-    return aligned(bytes);
   }
 
   const Workspace& workspace(cudaStream_t stream, int64_t tokens) const {
@@ -182,30 +172,21 @@ class CudaWgmmaBackend final : public Backend {
   static void grouped_gemm(const CudaWgmmaExperts& p, const Workspace& ws, const KernelWeight& w,
                            const DeviceBuffer& bias, size_t args_base, const void* in, void* out,
                            int64_t rows, DType dtype, cudaStream_t stream) {
+    const GroupArgsLayout at(p.E, args_base);
     char* args = ws.group_args.as<char>();
     const auto* offsets = ws.expert_offsets.as<int32_t>();
-    const GroupArgsLayout full(p.E, args_base), tail(p.E, args_base + full.bytes);
-    auto group_args = [&](const GroupArgsLayout& at) {
-      return cuda_wgmma::GroupArgs{args + at.shapes,
-                                   reinterpret_cast<const void**>(args + at.act_rows),
-                                   reinterpret_cast<void**>(args + at.out_rows)};
-    };
-    QMOE_CUDA_CHECK(cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K,
-                                                     cuda_wgmma::kFullTileTokens, in, out,
-                                                     group_args(full), group_args(tail), stream));
-    const size_t half = p.gemm_scratch_half(w);
-    for (const auto& [at, tile, scratch] :
-         {std::tuple{full, cuda_wgmma::kFullTileTokens, size_t{0}},
-          std::tuple{tail, cuda_wgmma::kTailTileTokens, half}}) {
-      cuda_wgmma::GroupCall call;
-      call.problem_shapes = args + at.shapes;
-      call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
-      call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
-      call.workspace = ws.gemm_scratch.as<char>() + scratch;
-      call.workspace_bytes = half;
-      call.sm_count = p.sm_count;
-      QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant, tile)->run(w, call, stream));
-    }
+    QMOE_CUDA_CHECK(
+        cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out, args + at.shapes,
+                                         reinterpret_cast<const void**>(args + at.act_rows),
+                                         reinterpret_cast<void**>(args + at.out_rows), stream));
+    cuda_wgmma::GroupCall call;
+    call.problem_shapes = args + at.shapes;
+    call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
+    call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
+    call.workspace = ws.gemm_scratch.data();
+    call.workspace_bytes = ws.gemm_scratch.bytes();
+    call.sm_count = p.sm_count;
+    QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant)->run(w, call, stream));
     if (!w.zero_terms.empty()) {
       auto* sums = ws.row_group_sums.as<float>();
       QMOE_CUDA_CHECK(cuda_wgmma::group_sums_cuda(dtype, in, w.K, w.group_size, offsets, p.E, rows,
@@ -244,7 +225,7 @@ class CudaWgmmaBackend final : public Backend {
     QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
                                     ws.gemm1_out.data(), p.N1, ws.activated.data(), p.I, pairs, p.I,
                                     aligned.padded_total, stream));
-    grouped_gemm(p, ws, p.w2, p.bias2, 2 * GroupArgsLayout(p.E).bytes, ws.activated.data(),
+    grouped_gemm(p, ws, p.w2, p.bias2, GroupArgsLayout(p.E).bytes, ws.activated.data(),
                  ws.gemm2_out.data(), pairs, dtype, stream);
     QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
                                       weights_first ? nullptr : weights, M, k, p.H,

@@ -24,17 +24,11 @@
 
 namespace qmoe::cuda_wgmma {
 
-// One compiled GEMM: weight bits x activation dtype x the tile's token side.
+// One compiled GEMM: weight bits x activation dtype.
 struct Variant {
   int bits = 4;
   DType act = DType::bf16;
 };
-
-// Each expert's rows run as whole 256-token tiles, then its remaining rows (0..255) in a second
-// launch with 128-token tiles: real routing spreads the rows per expert, and one tile size alone
-// would leave the last tile of about every other expert nearly empty (bench/NOTES.md).
-inline constexpr int kFullTileTokens = 256;
-inline constexpr int kTailTileTokens = 128;
 
 // A stacked weight [E, N, K] in the kernel's layout, and the per-expert argument arrays that never
 // change (pointers into it, its layouts and strides), all on the device.
@@ -55,9 +49,8 @@ struct KernelWeight {
   size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zero_terms.bytes(); }
 };
 
-// The per-call part of one launch, filled on the device from the routing (fill_group_args): [E]
-// problem shapes (N, rows, K as three int32), [E] pointers to each expert's first activation row
-// and output row of the launch.
+// The per-call part, filled on the device from the routing (fill_group_args): [E] problem shapes
+// (N, m_e, K as three int32), [E] pointers to each expert's first activation row and output row.
 struct GroupCall {
   const void* problem_shapes = nullptr;
   const void* const* act_rows = nullptr;
@@ -78,9 +71,10 @@ struct GemmOps {
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
 };
 
-// nullptr when this build has no such variant. tile_tokens: kFullTileTokens or kTailTileTokens.
-const GemmOps* gemm_ops(const Variant& v, int tile_tokens);
+// nullptr when this build has no such variant.
+const GemmOps* gemm_ops(const Variant& v);
 
+inline constexpr int kTileTokens = 256;  // the tile's token side (CUTLASS's N)
 inline constexpr int kTileK = 64;
 
 }  // namespace qmoe::cuda_wgmma

@@ -69,9 +69,9 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
   k.N = w.N;
   k.K = w.K;
   k.group_size = h.group_size;
-  const GemmOps* ops = gemm_ops(k.variant, kFullTileTokens);
-  check(ops != nullptr && gemm_ops(k.variant, kTailTileTokens) != nullptr,
-        "cuda-wgmma: no kernel for int{} {} activations in this build", w.scheme.bits, name(act));
+  const GemmOps* ops = gemm_ops(k.variant);
+  check(ops != nullptr, "cuda-wgmma: no kernel for int{} {} activations in this build",
+        w.scheme.bits, name(act));
   k.codes = upload(h.codes);
   k.scales = upload(h.scales);
   k.zero_terms = upload(h.zero_terms);

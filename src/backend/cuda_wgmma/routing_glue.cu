@@ -48,25 +48,16 @@ __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pa
   }
 }
 
-__device__ void set_group(GroupArgs g, int e, int N, int rows, int K, const uint16_t* act,
-                          uint16_t* out, int64_t first) {
-  auto* shapes = static_cast<int32_t*>(g.shapes);
-  shapes[3 * e + 0] = N;
-  shapes[3 * e + 1] = rows;
-  shapes[3 * e + 2] = K;
-  g.act_rows[e] = act + first * K;
-  g.out_rows[e] = out + first * N;
-}
-
-__global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K, int full_tile,
-                                const uint16_t* act, uint16_t* out, GroupArgs full,
-                                GroupArgs tail) {
+__global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
+                                const uint16_t* act, uint16_t* out, int32_t* shapes,
+                                const void** act_rows, void** out_rows) {
   for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
     const int64_t first = expert_offsets[e];
-    const int rows = expert_offsets[e + 1] - expert_offsets[e];
-    const int whole = rows / full_tile * full_tile;
-    set_group(full, e, N, whole, K, act, out, first);
-    set_group(tail, e, N, rows - whole, K, act, out, first + whole);
+    shapes[3 * e + 0] = N;
+    shapes[3 * e + 1] = expert_offsets[e + 1] - expert_offsets[e];
+    shapes[3 * e + 2] = K;
+    act_rows[e] = act + first * K;
+    out_rows[e] = out + first * N;
   }
 }
 
@@ -99,29 +90,57 @@ __global__ void group_sums(const T* in, int64_t K, int group, int G, const int32
   }
 }
 
-constexpr int kZeroRows = 16;  // rows per block of add_zero_terms: each zero term read serves them
+constexpr int kZeroRows = 32;  // rows per block of add_zero_terms: each zero term read serves them
 
+// Thread n of the block adds, for each of its kZeroRows rows, sum_g sums[r, g] * zero_terms[e, g,
+// n]. The rows' sums sit in shared memory as [g][row] so that one g's 32 values are 8 broadcast
+// 16-byte loads; rows are sorted by expert, so the block walks its rows' runs of one expert and
+// reads each zero term once per run.
 template <class T>
 __global__ void add_zero_terms(T* out, int64_t N, const float* sums, int G, const float* zero_terms,
                                const int32_t* expert_offsets, int E, int64_t max_rows) {
-  extern __shared__ float row_sums[];  // [kZeroRows, G]
+  extern __shared__ float4 shared_sums[];  // [G][kZeroRows / 4]
   __shared__ int row_expert[kZeroRows];
+  float* sums_by_g = reinterpret_cast<float*>(shared_sums);
   const int64_t count = min(int64_t(expert_offsets[E]), max_rows);
   const int64_t first = int64_t(blockIdx.x) * kZeroRows;
   if (first >= count) return;
   const int rows = int(min(int64_t(kZeroRows), count - first));
-  for (int i = int(threadIdx.x); i < rows * G; i += blockDim.x) row_sums[i] = sums[first * G + i];
-  for (int i = int(threadIdx.x); i < rows; i += blockDim.x)
-    row_expert[i] = expert_of_row(expert_offsets, E, int(first + i));
+  for (int i = int(threadIdx.x); i < kZeroRows * G; i += blockDim.x) {
+    const int row = i / G, g = i % G;
+    sums_by_g[g * kZeroRows + row] = row < rows ? sums[(first + row) * G + g] : 0.0f;
+  }
+  for (int i = int(threadIdx.x); i < kZeroRows; i += blockDim.x)
+    row_expert[i] = i < rows ? expert_of_row(expert_offsets, E, int(first + i)) : -1;
   __syncthreads();
   const int64_t n = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (n >= N) return;
-  for (int i = 0; i < rows; ++i) {
-    const float* z = zero_terms + int64_t(row_expert[i]) * G * N + n;
-    float acc = 0.0f;
-    for (int g = 0; g < G; ++g) acc += row_sums[i * G + g] * z[int64_t(g) * N];
-    T& y = out[(first + i) * N + n];
-    y = cuda::from_f32<T>(cuda::to_f32(y) + acc);
+  float acc[kZeroRows] = {};
+  for (int i = 0; i < rows;) {
+    const int e = row_expert[i];
+    unsigned run = 0;  // the rows of expert e
+    for (int j = 0; j < kZeroRows; ++j) run |= unsigned(row_expert[j] == e) << j;
+    const float* z = zero_terms + int64_t(e) * G * N + n;
+    for (int g = 0; g < G; ++g) {
+      const float zg = z[int64_t(g) * N];
+      const float4* s4 = shared_sums + g * (kZeroRows / 4);
+#pragma unroll
+      for (int q = 0; q < kZeroRows / 4; ++q) {
+        const float4 v = s4[q];
+        acc[4 * q + 0] += (run >> (4 * q + 0) & 1u) ? v.x * zg : 0.0f;
+        acc[4 * q + 1] += (run >> (4 * q + 1) & 1u) ? v.y * zg : 0.0f;
+        acc[4 * q + 2] += (run >> (4 * q + 2) & 1u) ? v.z * zg : 0.0f;
+        acc[4 * q + 3] += (run >> (4 * q + 3) & 1u) ? v.w * zg : 0.0f;
+      }
+    }
+    while (i < rows && row_expert[i] == e) ++i;
+  }
+#pragma unroll
+  for (int j = 0; j < kZeroRows; ++j) {
+    if (j < rows) {
+      T& y = out[(first + j) * N + n];
+      y = cuda::from_f32<T>(cuda::to_f32(y) + acc[j]);
+    }
   }
 }
 
@@ -153,7 +172,7 @@ cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* 
                                 const float* zero_terms, const int32_t* expert_offsets, int64_t E,
                                 int64_t max_rows, cudaStream_t stream) {
   const size_t shared = size_t(kZeroRows) * size_t(G) * sizeof(float);
-  if (shared > 48 * 1024 || max_rows < 1) return cudaErrorInvalidValue;
+  if (shared > kZeroTermSharedBytes || max_rows < 1) return cudaErrorInvalidValue;
   const dim3 grid(unsigned((max_rows + kZeroRows - 1) / kZeroRows),
                   unsigned((N + kThreads - 1) / kThreads));
   if (dtype == DType::bf16) {
@@ -190,11 +209,11 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
 }
 
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 int full_tile, const void* act, void* out, GroupArgs full,
-                                 GroupArgs tail, cudaStream_t stream) {
-  fill_group_args<<<1, kThreads, 0, stream>>>(expert_offsets, int(E), int(N), int(K), full_tile,
-                                              static_cast<const uint16_t*>(act),
-                                              static_cast<uint16_t*>(out), full, tail);
+                                 const void* act, void* out, void* shapes, const void** act_rows,
+                                 void** out_rows, cudaStream_t stream) {
+  fill_group_args<<<1, kThreads, 0, stream>>>(
+      expert_offsets, int(E), int(N), int(K), static_cast<const uint16_t*>(act),
+      static_cast<uint16_t*>(out), static_cast<int32_t*>(shapes), act_rows, out_rows);
   return cudaGetLastError();
 }
 

@@ -19,17 +19,11 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
                              cudaStream_t stream);
 
-// The two launches of a grouped GEMM: expert e's m_e rows split into whole tiles of `full_tile`
-// rows and the rest. For each launch and expert: shapes[e] = (N, rows, K) as three int32,
-// act_rows[e] = act + its first row * K elements, out_rows[e] = out + its first row * N.
-struct GroupArgs {
-  void* shapes;
-  const void** act_rows;
-  void** out_rows;
-};
+// For each expert e: shapes[e] = (N, m_e, K) as three int32, act_rows[e] = act + first row * K
+// elements, out_rows[e] = out + first row * N elements (16-bit elements).
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 int full_tile, const void* act, void* out, GroupArgs full,
-                                 GroupArgs tail, cudaStream_t stream);
+                                 const void* act, void* out, void* shapes, const void** act_rows,
+                                 void** out_rows, cudaStream_t stream);
 
 // rows[r, n] += bias[e, n] for the expert e of sorted row r (f32 math, one rounding).
 cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float* bias,
@@ -42,6 +36,8 @@ cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float
 cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t group,
                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, float* sums,
                             cudaStream_t stream);
+// add_zero_terms keeps 32 rows' group sums in this much shared memory: G <= 384.
+inline constexpr size_t kZeroTermSharedBytes = 48 * 1024;
 cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
                                 const float* zero_terms, const int32_t* expert_offsets, int64_t E,
                                 int64_t max_rows, cudaStream_t stream);
