@@ -12,6 +12,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -113,12 +114,12 @@ struct GemmInstance {
 
     // One blob: six [E] arrays, each starting on 256 bytes.
     auto padded = [](size_t b) { return (b + 255) / 256 * 256; };
-    const size_t sizes[] = {E * sizeof(void*),       E * sizeof(void*),
-                            E * sizeof(void*),       E * sizeof(CodeLayoutArg),
-                            E * sizeof(StrideScale), E * sizeof(StrideAct),
-                            E * sizeof(StrideOut)};
-    size_t offsets[7], total = 0;
-    for (int i = 0; i < 7; ++i) {
+    const std::array<size_t, 6> sizes{E * sizeof(void*),         E * sizeof(void*),
+                                      E * sizeof(CodeLayoutArg), E * sizeof(StrideScale),
+                                      E * sizeof(StrideAct),     E * sizeof(StrideOut)};
+    std::array<size_t, 6> offsets{};
+    size_t total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
       offsets[i] = total;
       total += padded(sizes[i]);
     }
