@@ -171,6 +171,9 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
     // 128 rows per expert at top-4 of 16 experts: 512 tokens
     EXPECT_NE(r.out.find("plan: cuda-mma    below 512 tokens"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("plan: cuda-wgmma  from 512 tokens"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cuda-wgmma  planned   compatible: runs batches of 512 tokens"),
+              std::string::npos)
+        << r.out;
     const nlohmann::json j =
         run_json("explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100");
     EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], 512);

@@ -2,6 +2,8 @@
 // described by flags) on a device, and why each other backend was rejected. Table or --json.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
@@ -132,8 +134,14 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
     for (const Verdict& v : e.selection.verdicts) width = std::max(width, v.backend.size());
     fmt::print("  {:<{}}  {:<8}  {}\n", "backend", width, "verdict", "reason");
     for (const Verdict& v : e.selection.verdicts) {
+      const bool planned =
+          std::any_of(e.selection.plan.begin(), e.selection.plan.end(),
+                      [&](const PlanStep& step) { return step.backend == v.backend; });
       const std::string line = fmt::format("  {:<{}}  {:<8}  {}", v.backend, width,
-                                           v.chosen ? "chosen" : "rejected", v.reason);
+                                           v.chosen  ? "chosen"
+                                           : planned ? "planned"
+                                                     : "rejected",
+                                           v.reason);
       fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
     for (const PlanStep& step : e.selection.plan)
