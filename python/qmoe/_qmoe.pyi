@@ -230,6 +230,22 @@ class Verdict:
 
     def __repr__(self) -> str: ...
 
+class PlanStep:
+    """
+    One backend of a two-kernel plan and the batches it runs: from `from_tokens` tokens up to the next step's.
+    """
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def from_tokens(self) -> int: ...
+
+    @property
+    def why(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
 class Selection:
     """Which backend runs a layer, and every backend's verdict."""
 
@@ -238,6 +254,12 @@ class Selection:
 
     @property
     def verdicts(self) -> list[Verdict]: ...
+
+    @property
+    def plan(self) -> list[PlanStep]:
+        """
+        On sm_90: the small-batch backend, then the large-batch one from its crossover (per call); empty when one backend runs every batch
+        """
 
     @property
     def error(self) -> str: ...

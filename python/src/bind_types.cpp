@@ -123,9 +123,21 @@ void bind_selection(nb::module_& m) {
         return "Verdict(" + v.backend + ", " +
                (v.chosen ? std::string("chosen") : "rejected: " + v.reason) + ")";
       });
+  nb::class_<PlanStep>(m, "PlanStep",
+                       "One backend of a two-kernel plan and the batches it runs: from "
+                       "`from_tokens` tokens up to the next step's.")
+      .def_ro("backend", &PlanStep::backend)
+      .def_ro("from_tokens", &PlanStep::from_tokens)
+      .def_ro("why", &PlanStep::why)
+      .def("__repr__", [](const PlanStep& p) {
+        return "PlanStep(" + p.backend + ", from_tokens=" + std::to_string(p.from_tokens) + ")";
+      });
   nb::class_<Selection>(m, "Selection", "Which backend runs a layer, and every backend's verdict.")
       .def_ro("backend", &Selection::backend)
       .def_ro("verdicts", &Selection::verdicts)
+      .def_ro("plan", &Selection::plan,
+              "On sm_90: the small-batch backend, then the large-batch one from its crossover "
+              "(per call); empty when one backend runs every batch")
       .def_ro("error", &Selection::error)
       .def("__repr__", [](const Selection& s) {
         return "Selection(backend=" + (s.backend.empty() ? "None, error=" + s.error : s.backend) +
