@@ -12,10 +12,9 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
 
-#include <array>
-#include <cstring>
 #include <vector>
 
+#include "backend/cuda_wgmma/argument_blob.hpp"
 #include "backend/cuda_wgmma/code_order.hpp"
 #include "backend/cuda_wgmma/grouped_gemm.hpp"
 
@@ -112,38 +111,22 @@ struct GemmInstance {
     const StrideAct act_stride = cutlass::make_cute_packed_stride(StrideAct{}, {1, int(K), 1});
     const StrideOut out_stride = cutlass::make_cute_packed_stride(StrideOut{}, {int(N), 1, 1});
 
-    // One blob: six [E] arrays, each starting on 256 bytes.
-    auto padded = [](size_t b) { return (b + 255) / 256 * 256; };
-    const std::array<size_t, 6> sizes{E * sizeof(void*),         E * sizeof(void*),
-                                      E * sizeof(CodeLayoutArg), E * sizeof(StrideScale),
-                                      E * sizeof(StrideAct),     E * sizeof(StrideOut)};
-    std::array<size_t, 6> offsets{};
-    size_t total = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      offsets[i] = total;
-      total += padded(sizes[i]);
-    }
-    std::vector<char> host(total);
-    auto fill = [&](int i, const void* one, size_t bytes, bool per_expert_array) {
-      for (int64_t e = 0; e < E; ++e)
-        std::memcpy(host.data() + offsets[i] + e * bytes,
-                    per_expert_array ? static_cast<const char*>(one) + e * bytes : one, bytes);
-    };
-    fill(0, codes.data(), sizeof(void*), true);
-    fill(1, scales.data(), sizeof(void*), true);
-    fill(2, &code_layout, sizeof(CodeLayoutArg), false);
-    fill(3, &scale_stride, sizeof(StrideScale), false);
-    fill(4, &act_stride, sizeof(StrideAct), false);
-    fill(5, &out_stride, sizeof(StrideOut), false);
-    w.static_args = DeviceBuffer(total);
-    w.static_args.upload(host.data(), total);
+    ArgumentBlob blob{static_cast<size_t>(E)};
+    const size_t at_codes = blob.add_array(codes.data());
+    const size_t at_scales = blob.add_array(scales.data());
+    const size_t at_layouts = blob.add_repeated(code_layout);
+    const size_t at_scale_strides = blob.add_repeated(scale_stride);
+    const size_t at_act_strides = blob.add_repeated(act_stride);
+    const size_t at_out_strides = blob.add_repeated(out_stride);
+    w.static_args = DeviceBuffer(blob.bytes().size());
+    w.static_args.upload(blob.bytes().data(), blob.bytes().size());
     const char* base = w.static_args.as<char>();
-    w.code_ptrs = base + offsets[0];
-    w.scale_ptrs = base + offsets[1];
-    w.code_layouts = base + offsets[2];
-    w.scale_strides = base + offsets[3];
-    w.act_strides = base + offsets[4];
-    w.out_strides = base + offsets[5];
+    w.code_ptrs = base + at_codes;
+    w.scale_ptrs = base + at_scales;
+    w.code_layouts = base + at_layouts;
+    w.scale_strides = base + at_scale_strides;
+    w.act_strides = base + at_act_strides;
+    w.out_strides = base + at_out_strides;
   }
 
   static cudaError_t shuffle_codes(KernelWeight& w, void* scratch, cudaStream_t stream) {
