@@ -1,10 +1,32 @@
 #include "backend/cuda_forward.hpp"
 
+#include <utility>
+
 #include "cuda/device_scope.hpp"
 #include "cuda/routing.hpp"
 #include "moe/routing_contract.hpp"
 
 namespace qmoe {
+
+void check_routed_batch(std::string_view backend, const RoutedBatch& batch, int device, int top_k,
+                        int64_t num_experts) {
+  for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
+                         {&batch.out, "out"},
+                         {&batch.topk_weights, "topk_weights"},
+                         {&batch.topk_ids, "topk_ids"}})
+    check_on_device(backend, *t, what, device);
+  const DType dtype = batch.hidden.dtype();
+  check(batch.out.dtype() == dtype, "{}: out must be {} like hidden, got {}", backend, name(dtype),
+        name(batch.out.dtype()));
+  check(batch.topk_ids.dim(1) == top_k, "{}: prepared for top-{}, got topk_ids {}", backend, top_k,
+        batch.topk_ids.describe());
+  if (routing_checks_on()) {
+    const auto stream = static_cast<cudaStream_t>(batch.stream);
+    check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
+                       on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
+                       top_k, num_experts);
+  }
+}
 
 void route_then_run(const Backend& backend, const PreparedExperts& prepared,
                     const MoEConfig& config, const DeviceBuffer& correction_bias, int device,

@@ -3,6 +3,7 @@
 // (at prepare time or when a workspace grows), never per forward.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace qmoe {
 
@@ -34,5 +35,16 @@ class DeviceBuffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// A device copy of `bytes` host bytes (empty for 0), and of a host vector.
+inline DeviceBuffer to_device(const void* host, size_t bytes) {
+  DeviceBuffer b(bytes);
+  if (bytes > 0) b.upload(host, bytes);
+  return b;
+}
+template <class T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  return to_device(host.data(), host.size() * sizeof(T));
+}
 
 }  // namespace qmoe

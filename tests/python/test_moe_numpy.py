@@ -106,13 +106,18 @@ def test_selection_and_explain(data_dir):
         assert on_hopper.backend == "" and "built without CUDA" in on_hopper.error
     emulation = [v for v in on_hopper.verdicts if v.backend == "emulation"]
     assert emulation and not emulation[0].chosen and emulation[0].reason
-    # On sm_90 the plan pairs cuda-mma with cuda-wgmma wherever cuda-wgmma can run the layer.
-    wgmma = [v for v in on_hopper.verdicts if v.backend == "cuda-wgmma"][0]
+    # On sm_90 the plan pairs cuda-mma with cuda-wgmma wherever cuda-wgmma can run the layer:
+    # not this g32 fixture, but an int4 g128 layer in a build with cuda-wgmma (CUTLASS).
+    assert on_hopper.plan == []
+    g128 = qmoe.explain(scheme=qmoe.QuantScheme(bits=4, group_size=128),
+                        config=qmoe.MoEConfig(num_experts=16, hidden=256, intermediate=128, top_k=4),
+                        device="sm_90")
+    wgmma = [v for v in g128.verdicts if v.backend == "cuda-wgmma"][0]
     if wgmma.compatible:
-        assert [p.backend for p in on_hopper.plan] == ["cuda-mma", "cuda-wgmma"]
-        assert on_hopper.plan[0].from_tokens == 1 < on_hopper.plan[1].from_tokens
+        assert [p.backend for p in g128.plan] == ["cuda-mma", "cuda-wgmma"]
+        assert g128.plan[0].from_tokens == 1 and g128.plan[1].from_tokens == 512  # 128 rows/expert
     else:
-        assert on_hopper.plan == [] and wgmma.reason
+        assert g128.plan == [] and "not built" in wgmma.reason
     mxfp4 = qmoe.explain(data_dir / "gpt-oss-mxfp4-bias", device="sm_90")
     cuda_mma = [v for v in mxfp4.verdicts if v.backend == "cuda-mma"][0]
     assert not cuda_mma.compatible and cuda_mma.reason

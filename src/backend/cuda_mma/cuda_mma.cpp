@@ -17,7 +17,6 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/device_scope.hpp"
-#include "moe/routing_contract.hpp"
 
 namespace qmoe {
 
@@ -28,25 +27,18 @@ using cuda_mma::GemmProblem;
 using cuda_mma::PackedWeightView;
 using cuda_mma::Workspace;
 
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer b(host.size() * sizeof(T));
-  if (!host.empty()) b.upload(host.data(), b.bytes());
-  return b;
-}
-
 struct DeviceWeight {
   PackedWeightView view;  // pointers into the buffers below
   DeviceBuffer codes, scale_pairs, zero_pairs, bias, k_source, span_group;
 
   explicit DeviceWeight(const cuda_mma::PackedWeight& p)
       : view(p.shape),
-        codes(upload(p.codes)),
-        scale_pairs(upload(p.scale_pairs)),
-        zero_pairs(upload(p.zero_pairs)),
-        bias(upload(p.bias)),
-        k_source(upload(p.k_source)),
-        span_group(upload(p.span_group)) {
+        codes(to_device(p.codes)),
+        scale_pairs(to_device(p.scale_pairs)),
+        zero_pairs(to_device(p.zero_pairs)),
+        bias(to_device(p.bias)),
+        k_source(to_device(p.k_source)),
+        span_group(to_device(p.span_group)) {
     view.codes = codes.data();
     view.scale_pairs = scale_pairs.as<uint32_t>();
     view.zero_pairs = zero_pairs.empty() ? nullptr : zero_pairs.as<uint16_t>();
@@ -85,7 +77,7 @@ struct CudaMmaExperts final : PreparedExperts {
         w13(cuda_mma::pack_weight(experts.w13(), "w13",
                                   w13_row_order(config, experts.intermediate()))),
         w2(cuda_mma::pack_weight(experts.w2(), "w2")),
-        correction_bias(upload(config.routing.correction_bias)),
+        correction_bias(to_device(config.routing.correction_bias)),
         pool(cuda_mma::WorkspacePool::for_device(device_index)) {}
 
   cuda_mma::WorkspaceSizes sizes_for(int64_t tokens) const {
@@ -119,27 +111,11 @@ class CudaMmaBackend final : public Backend {
            const RoutedBatch& batch) const override {
     const auto& p = static_cast<const CudaMmaExperts&>(prepared);
     DeviceScope scope(p.device);
-    for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
-                           {&batch.out, "out"},
-                           {&batch.topk_weights, "topk_weights"},
-                           {&batch.topk_ids, "topk_ids"}})
-      check_on_device(name(), *t, what, p.device);
+    check_routed_batch(name(), batch, p.device, p.top_k, p.E);
     const DType dtype = batch.hidden.dtype();
     check(dtype == DType::bf16 || dtype == DType::f16,
           "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
-    check(batch.out.dtype() == dtype, "cuda-mma: out must be {} like hidden, got {}",
-          qmoe::name(dtype), qmoe::name(batch.out.dtype()));
-    check(batch.topk_ids.dim(1) == p.top_k, "cuda-mma: prepared for top-{}, got topk_ids {}",
-          p.top_k, batch.topk_ids.describe());
     const auto stream = static_cast<cudaStream_t>(batch.stream);
-    // Without the checking mode, ids outside 0..E-1 are skipped by the alignment (the slot adds
-    // nothing) and repeated ids are computed twice; the checking mode makes them errors as on
-    // the host backends.
-    if (routing_checks_on()) {
-      check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
-                         on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
-                         p.top_k, p.E);
-    }
     run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
   }
 

@@ -33,21 +33,26 @@ bool WorkspaceSizes::holds(const WorkspaceSizes& need) const {
   return std::ranges::all_of(kFields, [&](auto field) { return this->*field >= need.*field; });
 }
 
-WorkspaceSizes workspace_sizes(int64_t tokens, int top_k, int64_t E, int64_t H, int64_t I) {
-  check(tokens >= 1, "cuda-mma: a workspace holds at least 1 token, asked for {}", tokens);
+WorkspaceSizes routing_sizes(int64_t tokens, int top_k, int64_t E, const AlignSizes& align) {
   const auto pairs = size_t(tokens * top_k);
-  const AlignSizes align = workspace_align_sizes(tokens, top_k, E);
-  const auto rows = size_t(align.max_padded_rows);
   WorkspaceSizes s;
   s.tokens = tokens;
   s.topk_weights = pairs * sizeof(float);
   s.topk_ids = pairs * sizeof(int32_t);
-  s.sorted_pair_ids = rows * sizeof(int32_t);
+  s.sorted_pair_ids = size_t(align.max_padded_rows) * sizeof(int32_t);
   s.tile_experts = size_t(align.max_tiles) * sizeof(int32_t);
   s.expert_offsets = size_t(E + 1) * sizeof(int32_t);
   s.padded_total = sizeof(int32_t);
   s.pair_rows = pairs * sizeof(int32_t);
   s.align_scratch = std::max<size_t>(align.workspace_bytes, 1);
+  return s;
+}
+
+WorkspaceSizes workspace_sizes(int64_t tokens, int top_k, int64_t E, int64_t H, int64_t I) {
+  check(tokens >= 1, "cuda-mma: a workspace holds at least 1 token, asked for {}", tokens);
+  const AlignSizes align = workspace_align_sizes(tokens, top_k, E);
+  const auto rows = size_t(align.max_padded_rows);
+  WorkspaceSizes s = routing_sizes(tokens, top_k, E, align);
   s.activated = rows * size_t(I) * 2;
   s.gemm2_out = rows * size_t(H) * 2;
   // Tail split buffers only where some batch takes tiles that may split (shared tiles): 8 MB

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/align.hpp"
+
 namespace qmoe::cuda_mma {
 
 struct WorkspaceSizes {
@@ -24,6 +26,10 @@ struct WorkspaceSizes {
   bool holds(const WorkspaceSizes& need) const;
   friend bool operator==(const WorkspaceSizes&, const WorkspaceSizes&) = default;
 };
+
+// The routing and alignment buffers of a forward of up to `tokens` (>= 1) tokens at top-k of E
+// experts, aligned as `align` (align_sizes for those pairs) says; every other field zero.
+WorkspaceSizes routing_sizes(int64_t tokens, int top_k, int64_t E, const AlignSizes& align);
 
 // The buffers one layer (E experts, hidden H, intermediate I, top-k) needs for any batch of 1 to
 // `tokens` tokens at the tile choose_tile_rows picks for it.

@@ -15,7 +15,6 @@
 #include "cuda/combine.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_scope.hpp"
-#include "moe/routing_contract.hpp"
 
 namespace qmoe {
 
@@ -26,12 +25,6 @@ using cuda_mma::WorkspaceSizes;
 using cuda_wgmma::KernelWeight;
 
 constexpr std::string_view kName = "cuda-wgmma";
-
-DeviceBuffer upload_floats(const Buffer& host) {
-  DeviceBuffer b(size_t(host.nbytes()));
-  if (!b.empty()) b.upload(host.data(), b.bytes());
-  return b;
-}
 
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -52,6 +45,10 @@ struct CudaWgmmaExperts final : PreparedExperts {
   DType act = DType::bf16;
   int sm_count = 0;
   KernelWeight w13, w2;
+  // What the workspace needs besides per-token rows, the same for every batch (computed once:
+  // CUTLASS's scratch size comes from building its arguments).
+  size_t gemm_scratch_bytes = 0;
+  int64_t zero_point_groups = 0;  // the most groups along K of a weight with zero points
   DeviceBuffer bias13, bias2, correction_bias;
   std::shared_ptr<cuda_mma::WorkspacePool> pool;
 
@@ -65,42 +62,31 @@ struct CudaWgmmaExperts final : PreparedExperts {
         act(config.activation_dtype.value_or(DType::bf16)),
         w13(cuda_wgmma::make_kernel_weight(experts.w13(), act, "w13")),
         w2(cuda_wgmma::make_kernel_weight(experts.w2(), act, "w2")),
-        bias13(upload_floats(experts.w13().bias)),
-        bias2(upload_floats(experts.w2().bias)),
-        correction_bias(DeviceBuffer(config.routing.correction_bias.size() * sizeof(float))),
+        bias13(to_device(experts.w13().bias.data(), size_t(experts.w13().bias.nbytes()))),
+        bias2(to_device(experts.w2().bias.data(), size_t(experts.w2().bias.nbytes()))),
+        correction_bias(to_device(config.routing.correction_bias)),
         pool(cuda_mma::WorkspacePool::for_device(device_index)) {
-    if (!correction_bias.empty())
-      correction_bias.upload(config.routing.correction_bias.data(), correction_bias.bytes());
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
+    for (const KernelWeight* w : {&w13, &w2}) {
+      gemm_scratch_bytes = std::max(
+          gemm_scratch_bytes, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
+      if (!w->zero_terms.empty())
+        zero_point_groups = std::max(zero_point_groups, w->K / w->group_size);
+    }
   }
 
   WorkspaceSizes sizes_for(int64_t tokens) const {
     check(tokens >= 1, "cuda-wgmma: a workspace holds at least 1 token, asked for {}", tokens);
     const auto pairs = size_t(tokens * top_k);
-    const AlignSizes align = align_sizes(int64_t(pairs), E, 1);
-    WorkspaceSizes s;
-    s.tokens = tokens;
-    s.topk_weights = pairs * sizeof(float);
-    s.topk_ids = pairs * sizeof(int32_t);
-    s.sorted_pair_ids = size_t(align.max_padded_rows) * sizeof(int32_t);
-    s.tile_experts = size_t(align.max_tiles) * sizeof(int32_t);
-    s.expert_offsets = size_t(E + 1) * sizeof(int32_t);
-    s.padded_total = sizeof(int32_t);
-    s.pair_rows = pairs * sizeof(int32_t);
-    s.align_scratch = std::max<size_t>(align.workspace_bytes, 1);
+    WorkspaceSizes s = cuda_mma::routing_sizes(tokens, top_k, E, align_sizes(int64_t(pairs), E, 1));
     s.gathered = pairs * size_t(H) * 2;
     s.gemm1_out = pairs * size_t(N1) * 2;
     s.activated = pairs * size_t(I) * 2;
     s.gemm2_out = pairs * size_t(H) * 2;
     s.group_args = 2 * GroupArgsLayout(E).bytes;
-    for (const KernelWeight* w : {&w13, &w2}) {
-      s.gemm_scratch = std::max(
-          s.gemm_scratch, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
-      if (!w->zero_terms.empty())
-        s.row_group_sums =
-            std::max(s.row_group_sums, pairs * size_t(w->K / w->group_size) * sizeof(float));
-    }
+    s.gemm_scratch = gemm_scratch_bytes;
+    s.row_group_sums = pairs * size_t(zero_point_groups) * sizeof(float);
     return s;
   }
 
@@ -127,26 +113,13 @@ class CudaWgmmaBackend final : public Backend {
            const RoutedBatch& batch) const override {
     const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
     DeviceScope scope(p.device);
-    for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
-                           {&batch.out, "out"},
-                           {&batch.topk_weights, "topk_weights"},
-                           {&batch.topk_ids, "topk_ids"}})
-      check_on_device(kName, *t, what, p.device);
+    check_routed_batch(kName, batch, p.device, p.top_k, p.E);
     const DType dtype = batch.hidden.dtype();
     check(dtype == p.act,
           "cuda-wgmma: hidden is {} but the weights were prepared for {} activations "
           "(MoEConfig::activation_dtype)",
           qmoe::name(dtype), qmoe::name(p.act));
-    check(batch.out.dtype() == dtype, "cuda-wgmma: out must be {} like hidden, got {}",
-          qmoe::name(dtype), qmoe::name(batch.out.dtype()));
-    check(batch.topk_ids.dim(1) == p.top_k, "cuda-wgmma: prepared for top-{}, got topk_ids {}",
-          p.top_k, batch.topk_ids.describe());
     const auto stream = static_cast<cudaStream_t>(batch.stream);
-    if (routing_checks_on()) {
-      check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
-                         on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
-                         p.top_k, p.E);
-    }
     run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
   }
 

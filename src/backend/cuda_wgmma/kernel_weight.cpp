@@ -14,13 +14,6 @@ float rounded(float v, DType act) {
   return act == DType::bf16 ? to_float(to_bf16(v)) : to_float(to_half(v));
 }
 
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer b(host.size() * sizeof(T));
-  if (!host.empty()) b.upload(host.data(), b.bytes());
-  return b;
-}
-
 }  // namespace
 
 HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what) {
@@ -72,9 +65,9 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
   const GemmOps* ops = gemm_ops(k.variant);
   check(ops != nullptr, "cuda-wgmma: no kernel for int{} {} activations in this build",
         w.scheme.bits, name(act));
-  k.codes = upload(h.codes);
-  k.scales = upload(h.scales);
-  k.zero_terms = upload(h.zero_terms);
+  k.codes = to_device(h.codes);
+  k.scales = to_device(h.scales);
+  k.zero_terms = to_device(h.zero_terms);
   {
     DeviceBuffer scratch(size_t(w.N * w.K));
     QMOE_CUDA_CHECK(ops->shuffle_codes(k, scratch.data(), nullptr));
