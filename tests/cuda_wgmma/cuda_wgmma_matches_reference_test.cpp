@@ -11,8 +11,8 @@
 //
 // The matrix covers every scheme the descriptor declares (int4/int8, symmetric and zero points,
 // groups 64/128/channelwise, bias, bf16/f16, gated and single activations, router weight on the
-// input) over M in {1, 7, 64, 300, 1024, 4096, 8192}, with N not a multiple of the 128-row tile
-// and experts that get no rows.
+// input) over M in {1, 7, 64, 300, 1024, 1100, 4096, 8192}, with N not a multiple of the 128-row
+// tile, experts that get no rows, and experts whose rows end in a short tail (the second launch).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -195,6 +195,16 @@ const Scenario kScenarios[] = {
               .activation = Activation::relu2_no_mul,
               .act_dtype = f16,
               .router_weight_on_input = true}},
+    // 17 and 20 groups with zero points: the zero-term pass's group chunks of 16 with a partial
+    // last chunk; ~275 rows per expert: whole 256-token tiles plus a tail launch
+    Scenario{"int4_g64_asym_m1100_e4_top1_groups_17_20",
+             {.E = 4,
+              .H = 1088,
+              .I = 1280,
+              .M = 1100,
+              .top_k = 1,
+              .scheme = scheme(4, 64, true),
+              .act_dtype = bf16}},
     // 256 experts at 7 tokens: most experts get no rows at all
     Scenario{"int4_g128_asym_m7_e256_top8",
              {.E = 256,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "backend/cuda_forward.hpp"
 #include "backend/cuda_mma/workspace_pool.hpp"
@@ -28,7 +29,8 @@ constexpr std::string_view kName = "cuda-wgmma";
 
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The per-call argument arrays of one grouped GEMM inside the workspace's group_args.
+// The per-call argument arrays of one launch inside the workspace's group_args: each GEMM has two
+// launches (grouped_gemm.hpp: whole 256-token tiles, then a short remainder), so four in all.
 struct GroupArgsLayout {
   size_t shapes = 0, act_rows = 0, out_rows = 0, bytes = 0;
   explicit GroupArgsLayout(int64_t E, size_t base = 0)
@@ -69,8 +71,10 @@ struct CudaWgmmaExperts final : PreparedExperts {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
     for (const KernelWeight* w : {&w13, &w2}) {
-      gemm_scratch_bytes = std::max(
-          gemm_scratch_bytes, cuda_wgmma::gemm_ops(w->variant)->workspace_bytes(int(E), sm_count));
+      for (int tile : {cuda_wgmma::kFullTileTokens, cuda_wgmma::kTailTileTokens})
+        gemm_scratch_bytes =
+            std::max(gemm_scratch_bytes,
+                     cuda_wgmma::gemm_ops(w->variant, tile)->workspace_bytes(int(E), sm_count));
       if (!w->zero_terms.empty())
         zero_point_groups = std::max(zero_point_groups, w->K / w->group_size);
     }
@@ -84,7 +88,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
     s.gemm1_out = pairs * size_t(N1) * 2;
     s.activated = pairs * size_t(I) * 2;
     s.gemm2_out = pairs * size_t(H) * 2;
-    s.group_args = 2 * GroupArgsLayout(E).bytes;
+    s.group_args = 4 * GroupArgsLayout(E).bytes;
     s.gemm_scratch = gemm_scratch_bytes;
     s.row_group_sums = pairs * size_t(zero_point_groups) * sizeof(float);
     return s;
@@ -141,25 +145,32 @@ class CudaWgmmaBackend final : public Backend {
 
  private:
   // One grouped GEMM over the sorted rows: per-expert arguments from the alignment, then the
-  // kernel, then the zero-point terms and the bias rows when there are any.
+  // kernel's two launches, then the zero-point terms and the bias rows when there are any. The
+  // launches run one after the other on the stream, so they share CUTLASS's scratch.
   static void grouped_gemm(const CudaWgmmaExperts& p, const Workspace& ws, const KernelWeight& w,
                            const DeviceBuffer& bias, size_t args_base, const void* in, void* out,
                            int64_t rows, DType dtype, cudaStream_t stream) {
-    const GroupArgsLayout at(p.E, args_base);
     char* args = ws.group_args.as<char>();
     const auto* offsets = ws.expert_offsets.as<int32_t>();
-    QMOE_CUDA_CHECK(
-        cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out, args + at.shapes,
-                                         reinterpret_cast<const void**>(args + at.act_rows),
-                                         reinterpret_cast<void**>(args + at.out_rows), stream));
-    cuda_wgmma::GroupCall call;
-    call.problem_shapes = args + at.shapes;
-    call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
-    call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
-    call.workspace = ws.gemm_scratch.data();
-    call.workspace_bytes = ws.gemm_scratch.bytes();
-    call.sm_count = p.sm_count;
-    QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant)->run(w, call, stream));
+    const GroupArgsLayout full(p.E, args_base), tail(p.E, args_base + full.bytes);
+    auto group_args = [&](const GroupArgsLayout& at) {
+      return cuda_wgmma::GroupArgs{args + at.shapes,
+                                   reinterpret_cast<const void**>(args + at.act_rows),
+                                   reinterpret_cast<void**>(args + at.out_rows)};
+    };
+    QMOE_CUDA_CHECK(cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out,
+                                                     group_args(full), group_args(tail), stream));
+    for (const auto& [at, tile] : {std::pair{full, cuda_wgmma::kFullTileTokens},
+                                   std::pair{tail, cuda_wgmma::kTailTileTokens}}) {
+      cuda_wgmma::GroupCall call;
+      call.problem_shapes = args + at.shapes;
+      call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
+      call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
+      call.workspace = ws.gemm_scratch.data();
+      call.workspace_bytes = ws.gemm_scratch.bytes();
+      call.sm_count = p.sm_count;
+      QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant, tile)->run(w, call, stream));
+    }
     if (!w.zero_terms.empty()) {
       auto* sums = ws.row_group_sums.as<float>();
       QMOE_CUDA_CHECK(cuda_wgmma::group_sums_cuda(dtype, in, w.K, w.group_size, offsets, p.E, rows,
@@ -198,7 +209,7 @@ class CudaWgmmaBackend final : public Backend {
     QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
                                     ws.gemm1_out.data(), p.N1, ws.activated.data(), p.I, pairs, p.I,
                                     aligned.padded_total, stream));
-    grouped_gemm(p, ws, p.w2, p.bias2, GroupArgsLayout(p.E).bytes, ws.activated.data(),
+    grouped_gemm(p, ws, p.w2, p.bias2, 2 * GroupArgsLayout(p.E).bytes, ws.activated.data(),
                  ws.gemm2_out.data(), pairs, dtype, stream);
     QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
                                       weights_first ? nullptr : weights, M, k, p.H,

@@ -24,7 +24,7 @@
 
 namespace qmoe::cuda_wgmma {
 
-// One compiled GEMM: weight bits x activation dtype.
+// One weight layout: weight bits x activation dtype (compiled once per token tile).
 struct Variant {
   int bits = 4;
   DType act = DType::bf16;
@@ -49,8 +49,9 @@ struct KernelWeight {
   size_t weight_bytes() const { return codes.bytes() + scales.bytes() + zero_terms.bytes(); }
 };
 
-// The per-call part, filled on the device from the routing (fill_group_args): [E] problem shapes
-// (N, m_e, K as three int32), [E] pointers to each expert's first activation row and output row.
+// The per-call part of one launch, filled on the device from the routing (fill_group_args): [E]
+// problem shapes (N, rows, K as three int32), [E] pointers to each expert's first activation row
+// and output row of the launch.
 struct GroupCall {
   const void* problem_shapes = nullptr;
   const void* const* act_rows = nullptr;
@@ -71,10 +72,17 @@ struct GemmOps {
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
 };
 
-// nullptr when this build has no such variant.
-const GemmOps* gemm_ops(const Variant& v);
-
-inline constexpr int kTileTokens = 256;  // the tile's token side (CUTLASS's N)
+// Each expert's rows run as whole 256-token tiles; a remainder of at most 128 rows runs in a second
+// launch with 128-token tiles, a larger one as one more (partial) 256-token tile. Real routing
+// spreads the rows per expert, and with 256-token tiles alone the last tile of about every other
+// expert would be nearly empty, while two 128-token tiles cost more than one of 256
+// (bench/NOTES.md).
+inline constexpr int kFullTileTokens = 256;
+inline constexpr int kTailTileTokens = 128;
 inline constexpr int kTileK = 64;
+
+// nullptr when this build has no such variant. tile_tokens: kFullTileTokens or kTailTileTokens
+// (the tile's token side, CUTLASS's N). Both tiles of a variant take the same KernelWeight.
+const GemmOps* gemm_ops(const Variant& v, int tile_tokens);
 
 }  // namespace qmoe::cuda_wgmma

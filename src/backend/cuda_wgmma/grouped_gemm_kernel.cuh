@@ -20,7 +20,7 @@
 
 namespace qmoe::cuda_wgmma {
 
-template <class Code, class Mma>
+template <class Code, class Mma, int kTileTokens>
 struct GemmInstance {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   static_assert(sizeof(ProblemShape::UnderlyingProblemShape) == 3 * sizeof(int32_t),

@@ -26,9 +26,6 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
         "cuda-wgmma: activations must be bf16 or f16, got {}", name(act));
   HostKernelWeight h;
   h.group_size = int(s.group_size_for(w.K));
-  check(!s.has_zero_points() || w.K / h.group_size <= kMaxZeroPointGroups,
-        "cuda-wgmma: {} has {} quantization groups along K with zero points; at most {}", what,
-        w.K / h.group_size, kMaxZeroPointGroups);
   // Unsigned code c -> signed c - 2^(bits-1): flipping the top bit of each code does it.
   const uint8_t flip = s.bits == 4 ? 0x88 : 0x80;
   const auto* codes = w.codes.data_as<uint8_t>();
@@ -62,9 +59,9 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
   k.N = w.N;
   k.K = w.K;
   k.group_size = h.group_size;
-  const GemmOps* ops = gemm_ops(k.variant);
-  check(ops != nullptr, "cuda-wgmma: no kernel for int{} {} activations in this build",
-        w.scheme.bits, name(act));
+  const GemmOps* ops = gemm_ops(k.variant, kFullTileTokens);
+  check(ops != nullptr && gemm_ops(k.variant, kTailTileTokens) != nullptr,
+        "cuda-wgmma: no kernel for int{} {} activations in this build", w.scheme.bits, name(act));
   k.codes = to_device(h.codes);
   k.scales = to_device(h.scales);
   k.zero_terms = to_device(h.zero_terms);

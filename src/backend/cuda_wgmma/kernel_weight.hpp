@@ -12,9 +12,6 @@
 
 namespace qmoe::cuda_wgmma {
 
-// The zero-point pass keeps 32 rows' group sums in 48 KB of shared memory (routing_glue.hpp).
-inline constexpr int64_t kMaxZeroPointGroups = 384;
-
 struct HostKernelWeight {
   std::vector<uint8_t> codes;     // [E, N, K*bits/8] signed codes, K-major (not yet shuffled)
   std::vector<uint16_t> scales;   // [E, K/G, N] bits of the activation dtype

@@ -1,5 +1,6 @@
 #include "backend/cuda_wgmma/routing_glue.hpp"
 
+#include "backend/cuda_wgmma/grouped_gemm.hpp"
 #include "cuda/half_types.cuh"
 
 namespace qmoe::cuda_wgmma {
@@ -48,16 +49,26 @@ __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pa
   }
 }
 
+__device__ void set_group(GroupArgs g, int e, int N, int rows, int K, const uint16_t* act,
+                          uint16_t* out, int64_t first) {
+  auto* shapes = static_cast<int32_t*>(g.shapes);
+  shapes[3 * e + 0] = N;
+  shapes[3 * e + 1] = rows;
+  shapes[3 * e + 2] = K;
+  g.act_rows[e] = act + first * K;
+  g.out_rows[e] = out + first * N;
+}
+
 __global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
-                                const uint16_t* act, uint16_t* out, int32_t* shapes,
-                                const void** act_rows, void** out_rows) {
+                                const uint16_t* act, uint16_t* out, GroupArgs full,
+                                GroupArgs tail) {
   for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
     const int64_t first = expert_offsets[e];
-    shapes[3 * e + 0] = N;
-    shapes[3 * e + 1] = expert_offsets[e + 1] - expert_offsets[e];
-    shapes[3 * e + 2] = K;
-    act_rows[e] = act + first * K;
-    out_rows[e] = out + first * N;
+    const int rows = expert_offsets[e + 1] - expert_offsets[e];
+    const int whole = rows / kFullTileTokens * kFullTileTokens;
+    const int in_full = rows - whole > kTailTileTokens ? rows : whole;
+    set_group(full, e, N, in_full, K, act, out, first);
+    set_group(tail, e, N, rows - in_full, K, act, out, first + in_full);
   }
 }
 
@@ -90,56 +101,84 @@ __global__ void group_sums(const T* in, int64_t K, int group, int G, const int32
   }
 }
 
-constexpr int kZeroRows = 32;  // rows per block of add_zero_terms: each zero term read serves them
+// add_zero_terms is, per expert, out[rows_e, N] += sums[rows_e, G] x zero_terms[e][G, N]: a small
+// GEMM with K = G, done on CUDA cores in f32 (exact zero terms, one rounding of the output). A
+// block owns a tile of kZtRows sorted rows x kZtCols columns; each thread keeps 8 rows x 8 columns
+// of it in registers and reads 4 x 16 bytes of shared memory per 64 FMAs. Sorted rows of a tile can
+// belong to several experts: the tile runs once per expert in it, with the other rows' sums zeroed.
+constexpr int kZtRows = 64, kZtCols = 128, kZtG = 16, kZtThreads = 128;
+constexpr int kZtColThreads = kZtCols / 8;  // 16 threads across the columns, 8 across the rows
 
-// Thread n of the block adds, for each of its kZeroRows rows, sum_g sums[r, g] * zero_terms[e, g,
-// n]. The rows' sums sit in shared memory as [g][row] so that one g's 32 values are 8 broadcast
-// 16-byte loads; rows are sorted by expert, so the block walks its rows' runs of one expert and
-// reads each zero term once per run.
 template <class T>
-__global__ void add_zero_terms(T* out, int64_t N, const float* sums, int G, const float* zero_terms,
-                               const int32_t* expert_offsets, int E, int64_t max_rows) {
-  extern __shared__ float4 shared_sums[];  // [G][kZeroRows / 4]
-  __shared__ int row_expert[kZeroRows];
-  float* sums_by_g = reinterpret_cast<float*>(shared_sums);
+__global__ void __launch_bounds__(kZtThreads)
+    add_zero_terms(T* out, int64_t N, const float* sums, int G, const float* zero_terms,
+                   const int32_t* expert_offsets, int E, int64_t max_rows) {
+  __shared__ alignas(16) float tile_sums[kZtG][kZtRows];   // [g][row]
+  __shared__ alignas(16) float tile_terms[kZtG][kZtCols];  // [g][column]
+  __shared__ int row_expert[kZtRows];
   const int64_t count = min(int64_t(expert_offsets[E]), max_rows);
-  const int64_t first = int64_t(blockIdx.x) * kZeroRows;
+  const int64_t first = int64_t(blockIdx.x) * kZtRows;
   if (first >= count) return;
-  const int rows = int(min(int64_t(kZeroRows), count - first));
-  for (int i = int(threadIdx.x); i < kZeroRows * G; i += blockDim.x) {
-    const int row = i / G, g = i % G;
-    sums_by_g[g * kZeroRows + row] = row < rows ? sums[(first + row) * G + g] : 0.0f;
-  }
-  for (int i = int(threadIdx.x); i < kZeroRows; i += blockDim.x)
-    row_expert[i] = i < rows ? expert_of_row(expert_offsets, E, int(first + i)) : -1;
+  const int rows = int(min(int64_t(kZtRows), count - first));
+  const int64_t n0 = int64_t(blockIdx.y) * kZtCols;
+  const int t = int(threadIdx.x);
+  // Thread (tr, tc): rows tr*8 .. tr*8+7; columns tc*4 .. +3 and 64 + tc*4 .. +3, so that a warp's
+  // 16-byte shared loads of one g are contiguous (no bank conflicts).
+  const int tr = t / kZtColThreads, tc = t % kZtColThreads;
+  if (t < kZtRows) row_expert[t] = t < rows ? expert_of_row(expert_offsets, E, int(first + t)) : -1;
   __syncthreads();
-  const int64_t n = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  float acc[kZeroRows] = {};
-  for (int i = 0; i < rows;) {
-    const int e = row_expert[i];
-    unsigned run = 0;  // the rows of expert e
-    for (int j = 0; j < kZeroRows; ++j) run |= unsigned(row_expert[j] == e) << j;
-    const float* z = zero_terms + int64_t(e) * G * N + n;
-    for (int g = 0; g < G; ++g) {
-      const float zg = z[int64_t(g) * N];
-      const float4* s4 = shared_sums + g * (kZeroRows / 4);
+  const int e_first = row_expert[0], e_last = row_expert[rows - 1];
+
+  float acc[8][8] = {};
+  for (int e = e_first; e <= e_last; ++e) {
+    if (expert_offsets[e] == expert_offsets[e + 1]) continue;
+    const float* terms = zero_terms + int64_t(e) * G * N;
+    for (int g0 = 0; g0 < G; g0 += kZtG) {
+      __syncthreads();
+      for (int i = t; i < kZtG * kZtRows; i += kZtThreads) {
+        const int row = i / kZtG, g = i % kZtG;
+        const bool take = row < rows && row_expert[row] == e && g0 + g < G;
+        tile_sums[g][row] = take ? sums[(first + row) * G + g0 + g] : 0.0f;
+      }
+      for (int i = t; i < kZtG * kZtCols / 4; i += kZtThreads) {
+        const int g = i / (kZtCols / 4), c = 4 * (i % (kZtCols / 4));
+        // N is a multiple of 16 (the descriptor's n_multiple), so a 4-column vector is all in or
+        // all out.
+        const bool take = g0 + g < G && n0 + c < N;
+        *reinterpret_cast<float4*>(&tile_terms[g][c]) =
+            take ? *reinterpret_cast<const float4*>(terms + int64_t(g0 + g) * N + n0 + c)
+                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      __syncthreads();
+#pragma unroll 4
+      for (int g = 0; g < kZtG; ++g) {
+        const float4 s0 = *reinterpret_cast<const float4*>(&tile_sums[g][tr * 8]);
+        const float4 s1 = *reinterpret_cast<const float4*>(&tile_sums[g][tr * 8 + 4]);
+        const float4 z0 = *reinterpret_cast<const float4*>(&tile_terms[g][tc * 4]);
+        const float4 z1 = *reinterpret_cast<const float4*>(&tile_terms[g][64 + tc * 4]);
+        const float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+        const float z[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
 #pragma unroll
-      for (int q = 0; q < kZeroRows / 4; ++q) {
-        const float4 v = s4[q];
-        acc[4 * q + 0] += (run >> (4 * q + 0) & 1u) ? v.x * zg : 0.0f;
-        acc[4 * q + 1] += (run >> (4 * q + 1) & 1u) ? v.y * zg : 0.0f;
-        acc[4 * q + 2] += (run >> (4 * q + 2) & 1u) ? v.z * zg : 0.0f;
-        acc[4 * q + 3] += (run >> (4 * q + 3) & 1u) ? v.w * zg : 0.0f;
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(s[i], z[j], acc[i][j]);
       }
     }
-    while (i < rows && row_expert[i] == e) ++i;
   }
 #pragma unroll
-  for (int j = 0; j < kZeroRows; ++j) {
-    if (j < rows) {
-      T& y = out[(first + j) * N + n];
-      y = cuda::from_f32<T>(cuda::to_f32(y) + acc[j]);
+  for (int i = 0; i < 8; ++i) {
+    const int row = tr * 8 + i;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t n = n0 + 64 * half + tc * 4;
+      if (n >= N) continue;
+      T* y = out + (first + row) * N + n;
+      float v[4];
+      cuda::load_f32<T, 4>(y, v);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[j] += acc[i][4 * half + j];
+      cuda::store_f32<T, 4>(y, v);
     }
   }
 }
@@ -171,17 +210,16 @@ cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t grou
 cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
                                 const float* zero_terms, const int32_t* expert_offsets, int64_t E,
                                 int64_t max_rows, cudaStream_t stream) {
-  const size_t shared = size_t(kZeroRows) * size_t(G) * sizeof(float);
-  if (shared > kZeroTermSharedBytes || max_rows < 1) return cudaErrorInvalidValue;
-  const dim3 grid(unsigned((max_rows + kZeroRows - 1) / kZeroRows),
-                  unsigned((N + kThreads - 1) / kThreads));
+  if (max_rows < 1 || N % 16 != 0) return cudaErrorInvalidValue;
+  const dim3 grid(unsigned((max_rows + kZtRows - 1) / kZtRows),
+                  unsigned((N + kZtCols - 1) / kZtCols));
   if (dtype == DType::bf16) {
-    add_zero_terms<<<grid, kThreads, shared, stream>>>(static_cast<__nv_bfloat16*>(out), N, sums,
-                                                       int(G), zero_terms, expert_offsets, int(E),
-                                                       max_rows);
+    add_zero_terms<<<grid, kZtThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), N, sums,
+                                                    int(G), zero_terms, expert_offsets, int(E),
+                                                    max_rows);
   } else if (dtype == DType::f16) {
-    add_zero_terms<<<grid, kThreads, shared, stream>>>(
-        static_cast<__half*>(out), N, sums, int(G), zero_terms, expert_offsets, int(E), max_rows);
+    add_zero_terms<<<grid, kZtThreads, 0, stream>>>(static_cast<__half*>(out), N, sums, int(G),
+                                                    zero_terms, expert_offsets, int(E), max_rows);
   } else {
     return cudaErrorInvalidValue;
   }
@@ -209,11 +247,11 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
 }
 
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 const void* act, void* out, void* shapes, const void** act_rows,
-                                 void** out_rows, cudaStream_t stream) {
-  fill_group_args<<<1, kThreads, 0, stream>>>(
-      expert_offsets, int(E), int(N), int(K), static_cast<const uint16_t*>(act),
-      static_cast<uint16_t*>(out), static_cast<int32_t*>(shapes), act_rows, out_rows);
+                                 const void* act, void* out, GroupArgs full, GroupArgs tail,
+                                 cudaStream_t stream) {
+  fill_group_args<<<1, kThreads, 0, stream>>>(expert_offsets, int(E), int(N), int(K),
+                                              static_cast<const uint16_t*>(act),
+                                              static_cast<uint16_t*>(out), full, tail);
   return cudaGetLastError();
 }
 

@@ -19,11 +19,20 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
                              cudaStream_t stream);
 
-// For each expert e: shapes[e] = (N, m_e, K) as three int32, act_rows[e] = act + first row * K
-// elements, out_rows[e] = out + first row * N elements (16-bit elements).
+// The per-expert arguments of one grouped-GEMM launch (grouped_gemm.hpp's GroupCall), [E] each:
+// shapes[e] = (N, rows, K) as three int32, act_rows[e] = act + the launch's first row of e * K
+// elements, out_rows[e] = out + that row * N elements (16-bit elements).
+struct GroupArgs {
+  void* shapes;
+  const void** act_rows;
+  void** out_rows;
+};
+// Splits each expert's m_e rows between the two launches (grouped_gemm.hpp): `full` gets the
+// whole kFullTileTokens tiles and a remainder of more than kTailTileTokens rows, `tail` a
+// remainder of at most kTailTileTokens rows.
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 const void* act, void* out, void* shapes, const void** act_rows,
-                                 void** out_rows, cudaStream_t stream);
+                                 const void* act, void* out, GroupArgs full, GroupArgs tail,
+                                 cudaStream_t stream);
 
 // rows[r, n] += bias[e, n] for the expert e of sorted row r (f32 math, one rounding).
 cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float* bias,
@@ -36,8 +45,7 @@ cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float
 cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t group,
                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, float* sums,
                             cudaStream_t stream);
-// add_zero_terms keeps 32 rows' group sums in this much shared memory: G <= 384.
-inline constexpr size_t kZeroTermSharedBytes = 48 * 1024;
+// N must be a multiple of 16.
 cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
                                 const float* zero_terms, const int32_t* expert_offsets, int64_t E,
                                 int64_t max_rows, cudaStream_t stream);
