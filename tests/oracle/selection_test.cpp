@@ -115,8 +115,10 @@ TEST(Selection, NoPlanForANamedBackendOrALayerTheLargeBatchBackendCannotRun) {
   const DeviceDesc h100 = parse_device("h100");
   const auto order = descriptors_for(DeviceKind::cuda);
   EXPECT_TRUE(select_among(order, base_layer(), h100, "cuda-mma", everything_built).plan.empty());
-  const LayerDesc act_order = with_scheme(base_layer(), int_scheme(4, 128, false, true));
-  const Selection s = select_among(order, act_order, h100, "auto", everything_built);
+  // act-order groups of unequal size: cuda-mma runs them, cuda-wgmma does not
+  LayerDesc uneven = with_scheme(base_layer(), int_scheme(4, 128, false, true));
+  uneven.act_order_uneven_groups = true;
+  const Selection s = select_among(order, uneven, h100, "auto", everything_built);
   EXPECT_EQ(s.backend, "cuda-mma");
   EXPECT_TRUE(s.plan.empty());
   EXPECT_TRUE(select_among(order, base_layer(), parse_device("a100"), "auto", everything_built)

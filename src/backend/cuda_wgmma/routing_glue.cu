@@ -23,19 +23,27 @@ __device__ int expert_of_row(const int32_t* offsets, int E, int r) {
   return lo;
 }
 
-// One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors.
+// One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors;
+// with a channel order, each vector's elements are read one by one from their channels.
 template <class T>
 __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pair_ids, int top_k,
-                            const float* pair_weights, const int32_t* expert_offsets, int E,
-                            int64_t max_rows, T* rows) {
+                            const float* pair_weights, const int32_t* channels,
+                            const int32_t* expert_offsets, int E, int64_t max_rows, T* rows) {
   const int64_t count = expert_offsets[E];
   for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
     const int32_t pair = sorted_pair_ids[r];
     const T* src = hidden + int64_t(pair / top_k) * H;
     T* dst = rows + r * H;
     const float w = pair_weights ? pair_weights[pair] : 1.0f;
+    const int32_t* order =
+        channels ? channels + int64_t(expert_of_row(expert_offsets, E, int(r))) * H : nullptr;
     for (int64_t c = int64_t(threadIdx.x) * kVec; c < H; c += int64_t(blockDim.x) * kVec) {
-      if (pair_weights) {
+      if (order) {
+        float v[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[i] = cuda::to_f32(src[order[c + i]]) * w;
+        cuda::store_f32<T, kVec>(dst + c, v);
+      } else if (pair_weights) {
         float v[kVec];
         cuda::load_f32<T, kVec>(src + c, v);
         for (float& x : v) x *= w;
@@ -190,18 +198,18 @@ cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* 
 
 cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
-                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
-                             cudaStream_t stream) {
+                             const int32_t* channels, const int32_t* expert_offsets, int64_t E,
+                             int64_t max_rows, void* rows, cudaStream_t stream) {
   if (H % kVec != 0) return cudaErrorInvalidValue;
   const unsigned blocks = row_blocks(max_rows);
   if (dtype == DType::bf16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(hidden), H, sorted_pair_ids, top_k, pair_weights,
-        expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
+        channels, expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
   } else if (dtype == DType::f16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
-        static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, expert_offsets,
-        int(E), max_rows, static_cast<__half*>(rows));
+        static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, channels,
+        expert_offsets, int(E), max_rows, static_cast<__half*>(rows));
   } else {
     return cudaErrorInvalidValue;
   }
