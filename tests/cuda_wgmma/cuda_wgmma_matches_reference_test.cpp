@@ -21,9 +21,8 @@
 #include <random>
 
 #include "backend/backend.hpp"
-#include "cuda/device.hpp"
-#include "cuda/gpu_test.hpp"
 #include "cuda_mma/on_device.hpp"
+#include "cuda_wgmma/sm90.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/expect_error.hpp"
@@ -41,15 +40,6 @@ using test::Scenario;
 using test::scheme;
 
 double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
-
-// wgmma needs compute capability 9.0 exactly.
-#define QMOE_REQUIRE_SM90()                                                                  \
-  do {                                                                                       \
-    QMOE_REQUIRE_GPU();                                                                      \
-    if (const CudaDeviceInfo d = current_cuda_device(); d.sm_major * 10 + d.sm_minor != 90)  \
-      GTEST_SKIP() << "needs an sm_90 GPU (Hopper) for wgmma, this one is sm_" << d.sm_major \
-                   << d.sm_minor;                                                            \
-  } while (0)
 
 class CudaWgmma : public testing::Test {
  protected:
