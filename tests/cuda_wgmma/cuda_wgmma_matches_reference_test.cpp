@@ -12,15 +12,21 @@
 // The matrix covers every scheme the descriptor declares (int4/int8, symmetric and zero points,
 // groups 64/128/channelwise, bias, bf16/f16, gated and single activations, router weight on the
 // input) over M in {1, 7, 64, 300, 1024, 1100, 4096, 8192}, with N not a multiple of the 128-row
-// tile, experts that get no rows, and experts whose rows end in a short tail (the second launch).
+// tile, experts that get no rows, and experts whose rows end in a short tail (the second launch);
+// act-order (int4/int8, with and without zero points, on both weights or on one of them, gated
+// halves, swigluoai's interleaved rows and a single activation).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include "cuda/device.hpp"
-#include "cuda/gpu_test.hpp"
+#include <algorithm>
+#include <random>
+
+#include "backend/backend.hpp"
 #include "cuda_mma/on_device.hpp"
+#include "cuda_wgmma/sm90.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
+#include "support/expect_error.hpp"
 #include "support/moe_case.hpp"
 
 namespace qmoe {
@@ -36,15 +42,6 @@ using test::scheme;
 
 double bound_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 2e-3; }
 
-// wgmma needs compute capability 9.0 exactly.
-#define QMOE_REQUIRE_SM90()                                                                  \
-  do {                                                                                       \
-    QMOE_REQUIRE_GPU();                                                                      \
-    if (const CudaDeviceInfo d = current_cuda_device(); d.sm_major * 10 + d.sm_minor != 90)  \
-      GTEST_SKIP() << "needs an sm_90 GPU (Hopper) for wgmma, this one is sm_" << d.sm_major \
-                   << d.sm_minor;                                                            \
-  } while (0)
-
 class CudaWgmma : public testing::Test {
  protected:
   void SetUp() override { QMOE_REQUIRE_SM90(); }
@@ -52,17 +49,22 @@ class CudaWgmma : public testing::Test {
 
 class CudaWgmmaMatchesReference : public CudaWgmma, public testing::WithParamInterface<Scenario> {};
 
+// The case's routed forward on cuda-wgmma against its reference.
+void expect_within_bound(test::MoECase& c, DType dtype) {
+  const int64_t M = c.hidden.dim(0), H = c.config.hidden;
+  c.config.activation_dtype = dtype;
+  MoE moe(c.config, *c.experts, "cuda-wgmma", kGpu);
+  OnDevice hidden(c.hidden), weights(c.topk_weights), ids(c.topk_ids);
+  OnDevice out = poisoned_output(dtype, M, H);
+  moe.forward_routed(hidden.view, weights.view, ids.view, out.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_LT(test::relative_error(download(out, dtype, M, H), c.reference), bound_for(dtype));
+}
+
 TEST_P(CudaWgmmaMatchesReference, WithinDtypeBound) {
   const CaseSpec& spec = GetParam().spec;
   test::MoECase c = test::make_case(spec);
-  c.config.activation_dtype = spec.act_dtype;
-  MoE moe(c.config, *c.experts, "cuda-wgmma", kGpu);
-  OnDevice hidden(c.hidden), weights(c.topk_weights), ids(c.topk_ids);
-  OnDevice out = poisoned_output(spec.act_dtype, spec.M, spec.H);
-  moe.forward_routed(hidden.view, weights.view, ids.view, out.view);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const Buffer result = download(out, spec.act_dtype, spec.M, spec.H);
-  EXPECT_LT(test::relative_error(result, c.reference), bound_for(spec.act_dtype));
+  expect_within_bound(c, spec.act_dtype);
 }
 
 constexpr DType bf16 = DType::bf16, f16 = DType::f16;
@@ -205,6 +207,62 @@ const Scenario kScenarios[] = {
               .top_k = 1,
               .scheme = scheme(4, 64, true),
               .act_dtype = bf16}},
+    // act-order (g_idx): K sorted by group per expert, GEMM1's rows gathered in that order, w13's
+    // rows permuted into w2's order
+    Scenario{"int4_g128_actorder_asym_m300_e8_top2",
+             {.E = 8,
+              .H = 256,
+              .I = 256,
+              .M = 300,
+              .top_k = 2,
+              .scheme = scheme(4, 128, true, true),
+              .act_dtype = bf16}},
+    Scenario{"int4_g128_actorder_m1024_e16_top4_f16",
+             {.E = 16,
+              .H = 384,
+              .I = 256,
+              .M = 1024,
+              .top_k = 4,
+              .scheme = scheme(4, 128, false, true),
+              .act_dtype = f16}},
+    Scenario{"int4_g64_actorder_asym_swigluoai_bias_m64_e8_top2",
+             {.E = 8,
+              .H = 192,
+              .I = 192,
+              .M = 64,
+              .top_k = 2,
+              .scheme = scheme(4, 64, true, true),
+              .activation = Activation::swigluoai,
+              .bias = true,
+              .act_dtype = bf16}},
+    Scenario{"int8_g64_actorder_bias_m300_e8_top2_f16",
+             {.E = 8,
+              .H = 256,
+              .I = 192,
+              .M = 300,
+              .top_k = 2,
+              .scheme = scheme(8, 64, false, true),
+              .bias = true,
+              .act_dtype = f16}},
+    Scenario{"int8_g128_actorder_asym_swigluoai_m4096_e16_top4",
+             {.E = 16,
+              .H = 256,
+              .I = 256,
+              .M = 4096,
+              .top_k = 4,
+              .scheme = scheme(8, 128, true, true),
+              .activation = Activation::swigluoai,
+              .act_dtype = bf16}},
+    Scenario{"int4_g128_actorder_relu2_weight_on_input_m300_e8_top1",
+             {.E = 8,
+              .H = 256,
+              .I = 256,
+              .M = 300,
+              .top_k = 1,
+              .scheme = scheme(4, 128, false, true),
+              .activation = Activation::relu2_no_mul,
+              .act_dtype = bf16,
+              .router_weight_on_input = true}},
     // 256 experts at 7 tokens: most experts get no rows at all
     Scenario{"int4_g128_asym_m7_e256_top8",
              {.E = 256,
@@ -218,6 +276,54 @@ const Scenario kScenarios[] = {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, CudaWgmmaMatchesReference, testing::ValuesIn(kScenarios),
                          [](const testing::TestParamInfo<Scenario>& p) {
+                           return std::string(p.param.name);
+                         });
+
+// w13 and w2 with different schemes: act-order on one of them only, gated halves or swigluoai's
+// interleaved rows, bias on both (w13's bias rows move with its rows).
+struct MixedScenario {
+  const char* name;
+  QuantScheme w13, w2;
+  Activation activation = Activation::silu;
+  DType act_dtype = bf16;
+};
+void PrintTo(const MixedScenario& s, std::ostream* os) { *os << s.name; }
+
+class CudaWgmmaMixedSchemes : public CudaWgmma,
+                              public testing::WithParamInterface<MixedScenario> {};
+
+TEST_P(CudaWgmmaMixedSchemes, WithinDtypeBound) {
+  const MixedScenario& s = GetParam();
+  const int64_t E = 8, H = 256, I = 192, M = 300;
+  MoEConfig config;
+  config.num_experts = E;
+  config.hidden = H;
+  config.intermediate = I;
+  config.routing.top_k = 2;
+  config.activation = s.activation;
+  config.w13_bias = config.w2_bias = true;
+  std::mt19937_64 rng(5);
+  QuantizedWeight w13 = test::random_weight(E, config.w13_rows(), H, s.w13, true, rng);
+  QuantizedWeight w2 = test::random_weight(E, H, I, s.w2, true, rng);
+  test::MoECase c =
+      test::make_case(config, QuantizedExperts(std::move(w13), std::move(w2)), M, s.act_dtype, rng);
+  expect_within_bound(c, s.act_dtype);
+}
+
+const MixedScenario kMixedScenarios[] = {
+    {"w13_actorder_int4_g128_w2_int4_g64_asym", scheme(4, 128, false, true), scheme(4, 64, true)},
+    {"w2_actorder_int4_g64_asym_w13_int4_g128_f16", scheme(4, 128), scheme(4, 64, true, true),
+     Activation::silu, f16},
+    {"w2_actorder_int8_g64_w13_int4_g64_swigluoai", scheme(4, 64), scheme(8, 64, false, true),
+     Activation::swigluoai},
+    {"w13_actorder_int8_g64_asym_w2_int4_g64_swigluoai_f16", scheme(8, 64, true, true),
+     scheme(4, 64), Activation::swigluoai, f16},
+    {"w2_actorder_int4_g64_w13_int8_g128_relu2", scheme(8, 128), scheme(4, 64, false, true),
+     Activation::relu2_no_mul},
+};
+
+INSTANTIATE_TEST_SUITE_P(Matrix, CudaWgmmaMixedSchemes, testing::ValuesIn(kMixedScenarios),
+                         [](const testing::TestParamInfo<MixedScenario>& p) {
                            return std::string(p.param.name);
                          });
 
@@ -240,7 +346,7 @@ TEST_F(CudaWgmma, RouterLogitsForwardMatchesRoutedForward) {
             bound_for(bf16));
 }
 
-TEST_F(CudaWgmma, RefusesActOrderAndOtherActivationDtypes) {
+TEST_F(CudaWgmma, RefusesUnevenActOrderGroupsAndOtherActivationDtypes) {
   test::MoECase ao = test::make_case({.E = 4,
                                       .H = 128,
                                       .I = 128,
@@ -248,7 +354,16 @@ TEST_F(CudaWgmma, RefusesActOrderAndOtherActivationDtypes) {
                                       .top_k = 2,
                                       .scheme = scheme(4, 64, false, true),
                                       .act_dtype = bf16});
-  EXPECT_THROW(MoE(ao.config, *ao.experts, "cuda-wgmma", kGpu), Error);
+  // one channel of expert 2's w13 moved from group 0 into group 1
+  QuantizedWeight w13 = ao.experts->w13().clone();
+  int32_t* g_idx = w13.g_idx.data_as<int32_t>() + 2 * w13.K;
+  *std::find(g_idx, g_idx + w13.K, 0) = 1;
+  const QuantizedExperts uneven(std::move(w13), ao.experts->w2().clone());
+  ao.config.activation_dtype = bf16;
+  test::expect_error([&] { MoE(ao.config, uneven, "cuda-wgmma", kGpu); },
+                     "act-order groups of unequal size");
+  test::expect_error([&] { find_backend("cuda-wgmma")->prepare(uneven, ao.config, kGpu); },
+                     "w13.g_idx: expert 2 has 63 channels in group 0");
   test::MoECase c = test::make_case(
       {.E = 4, .H = 128, .I = 128, .M = 2, .top_k = 2, .scheme = scheme(4, 64), .act_dtype = bf16});
   MoE moe(c.config, *c.experts, "cuda-wgmma", kGpu);

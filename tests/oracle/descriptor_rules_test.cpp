@@ -62,6 +62,12 @@ LayerDesc split_act_order() {  // TP 2 shard of an act-order layer: w2 keeps ful
   l.intermediate /= 2;
   return l;
 }
+LayerDesc
+uneven_act_order() {  // some expert's g_idx puts other than group-size channels in a group
+  LayerDesc l = with_scheme(base_layer(), int_scheme(4, 128, false, true));
+  l.act_order_uneven_groups = true;
+  return l;
+}
 LayerDesc shape(int64_t H, int64_t I) {
   LayerDesc l = base_layer();
   l.hidden = H;
@@ -158,7 +164,9 @@ INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
     Rule{"not_on_blackwell", cuda_wgmma_rules, "b200", base, "needs compute capability sm_90; "},
     Rule{"int8_asym", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(8, 64, true)); }, kPass},
     Rule{"g32", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(4, 32)); }, "group size 32 is not supported"},
-    Rule{"act_order", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(4, 128, false, true)); }, "act-order (g_idx, GPTQ desc_act) is not supported"},
+    Rule{"act_order", cuda_wgmma_rules, "h100", [] { return scheme(int_scheme(4, 128, true, true)); }, kPass},
+    Rule{"act_order_uneven_groups", cuda_wgmma_rules, "h100", uneven_act_order, "act-order groups of unequal size"},
+    Rule{"act_order_split_k", cuda_wgmma_rules, "h100", split_act_order, "act-order shard split on K"},
     Rule{"bias", cuda_wgmma_rules, "h100", biased, kPass},
     Rule{"router_weight_on_input", cuda_wgmma_rules, "h100", router_on_input, kPass},
     Rule{"f32", cuda_wgmma_rules, "h100", [] { return dtype(DType::f32); }, "f32 activations"},

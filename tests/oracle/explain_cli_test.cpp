@@ -168,15 +168,18 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
       "explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100 --dtype bf16");
   if (find_backend("cuda-wgmma")) {
     EXPECT_EQ(r.status, 0) << r.out;
-    // 128 rows per expert at top-4 of 16 experts: 512 tokens
-    EXPECT_NE(r.out.find("plan: cuda-mma    below 512 tokens"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("plan: cuda-wgmma  from 512 tokens"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("cuda-wgmma  planned   compatible: runs batches of 512 tokens"),
+    // the descriptor's rows per expert at top-4 of 16 experts
+    const std::string from =
+        std::to_string(test::descriptor("cuda-wgmma").large_batch_rows_per_expert * 16 / 4);
+    EXPECT_NE(r.out.find("plan: cuda-mma    below " + from + " tokens"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("plan: cuda-wgmma  from " + from + " tokens"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cuda-wgmma  planned   compatible: runs batches of " + from + " tokens"),
               std::string::npos)
         << r.out;
     const nlohmann::json j =
         run_json("explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100");
-    EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], 512);
+    EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], std::stoi(from));
   } else {
     EXPECT_EQ(r.out.find("plan:"), std::string::npos) << r.out;
   }

@@ -12,6 +12,7 @@
 #include "oracle/descriptor.hpp"
 #include "oracle/priority.hpp"
 #include "oracle/select.hpp"
+#include "sample/random_moe.hpp"
 #include "support/expect_error.hpp"
 
 namespace qmoe {
@@ -115,12 +116,48 @@ TEST(Selection, NoPlanForANamedBackendOrALayerTheLargeBatchBackendCannotRun) {
   const DeviceDesc h100 = parse_device("h100");
   const auto order = descriptors_for(DeviceKind::cuda);
   EXPECT_TRUE(select_among(order, base_layer(), h100, "cuda-mma", everything_built).plan.empty());
-  const LayerDesc act_order = with_scheme(base_layer(), int_scheme(4, 128, false, true));
-  const Selection s = select_among(order, act_order, h100, "auto", everything_built);
+  // act-order groups of unequal size: cuda-mma runs them, cuda-wgmma does not
+  LayerDesc uneven = with_scheme(base_layer(), int_scheme(4, 128, false, true));
+  uneven.act_order_uneven_groups = true;
+  const Selection s = select_among(order, uneven, h100, "auto", everything_built);
   EXPECT_EQ(s.backend, "cuda-mma");
   EXPECT_TRUE(s.plan.empty());
   EXPECT_TRUE(select_among(order, base_layer(), parse_device("a100"), "auto", everything_built)
                   .plan.empty());
+}
+
+// From the weights themselves: an act-order layer whose groups are all group-size long gets the
+// two-kernel plan on an H100; one expert's w2 with a channel moved between groups (describe
+// notices) keeps cuda-mma alone, and cuda-wgmma's verdict says why.
+TEST(Selection, ActOrderPlansCudaWgmmaOnlyWithEqualGroups) {
+  const DeviceDesc h100 = parse_device("h100");
+  const auto order = descriptors_for(DeviceKind::cuda);
+  sample::MoECase c = sample::make_case({.E = 4,
+                                         .H = 256,
+                                         .I = 128,
+                                         .M = 1,
+                                         .top_k = 2,
+                                         .scheme = int_scheme(4, 64, false, true),
+                                         .act_dtype = DType::bf16});
+  c.config.activation_dtype = DType::bf16;
+  const Selection even =
+      select_among(order, describe(*c.experts, c.config), h100, "auto", everything_built);
+  EXPECT_EQ(even.backend, "cuda-mma");
+  ASSERT_EQ(even.plan.size(), 2u);
+  EXPECT_EQ(even.plan[1].backend, "cuda-wgmma");
+
+  QuantizedWeight w2 = c.experts->w2().clone();
+  int32_t* g_idx = w2.g_idx.data_as<int32_t>() + 3 * w2.K;
+  *std::find(g_idx, g_idx + w2.K, 1) = 0;
+  const QuantizedExperts uneven(c.experts->w13().clone(), std::move(w2));
+  const Selection s =
+      select_among(order, describe(uneven, c.config), h100, "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  EXPECT_TRUE(s.plan.empty());
+  EXPECT_FALSE(verdict_of(s, "cuda-wgmma").compatible);
+  EXPECT_NE(verdict_of(s, "cuda-wgmma").reason.find("act-order groups of unequal size"),
+            std::string::npos)
+      << verdict_of(s, "cuda-wgmma").reason;
 }
 
 TEST(Selection, LowerPriorityCompatibleBackendsSaySo) {

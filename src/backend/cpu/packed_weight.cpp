@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "backend/cpu/thread_pool.hpp"
 #include "core/check.hpp"
+#include "quant/act_order.hpp"
 
 namespace qmoe::cpu {
 
@@ -24,26 +24,6 @@ void check_packable(const QuantizedWeight& w, const std::string& what) {
         "{}: 4-bit group size {} is odd; the cpu backend packs k-pairs inside a group (valid: an "
         "even group size)",
         what, G);
-}
-
-// Channel order of expert e: groups ascending, channels ascending inside a group. Every group
-// must hold exactly G channels (as GPTQ's act-order does) so packed groups stay G long.
-std::vector<int32_t> act_order_of(const QuantizedWeight& w, const std::string& what, int64_t e) {
-  const int64_t K = w.K, G = w.scheme.group_size_for(K);
-  const int32_t* g_idx = w.g_idx.data_as<int32_t>() + e * K;
-  std::vector<int32_t> order(static_cast<size_t>(K));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return g_idx[a] < g_idx[b]; });
-  std::vector<int64_t> count(static_cast<size_t>(K / G), 0);
-  for (int64_t k = 0; k < K; ++k) ++count[g_idx[k]];
-  for (int64_t g = 0; g < K / G; ++g) {
-    check(count[g] == G,
-          "{}.g_idx: expert {} has {} channels in group {}; the cpu backend needs exactly the "
-          "group size {} in every act-order group (as GPTQ's act-order produces)",
-          what, e, count[g], g, G);
-  }
-  return order;
 }
 
 }  // namespace
@@ -75,7 +55,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   if (s.act_order) {
     m.k_order.resize(static_cast<size_t>(w.E * w.K));
     for (int64_t e = 0; e < w.E; ++e) {
-      const std::vector<int32_t> order = act_order_of(w, what, e);
+      const std::vector<int32_t> order = even_act_order(w, e, "cpu", what);
       std::copy(order.begin(), order.end(), m.k_order.begin() + e * w.K);
     }
   }

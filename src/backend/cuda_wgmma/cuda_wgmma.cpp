@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda_forward.hpp"
 #include "backend/cuda_mma/workspace_pool.hpp"
@@ -52,9 +53,18 @@ struct CudaWgmmaExperts final : PreparedExperts {
   size_t gemm_scratch_bytes = 0;
   int64_t zero_point_groups = 0;  // the most groups along K of a weight with zero points
   DeviceBuffer bias13, bias2, correction_bias;
+  // i32 [E, H]: act-order w13's input channel behind each kernel column, the order GEMM1's rows
+  // are gathered in; empty without act-order.
+  DeviceBuffer w13_channels;
   std::shared_ptr<cuda_mma::WorkspacePool> pool;
 
   CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
+      : CudaWgmmaExperts(experts, config, device_index,
+                         cuda_wgmma::w13_rows_for_w2(experts, config.activation)) {}
+
+  // w13_rows: w13's row order that hands GEMM2 its input in w2's act-order (kernel_weight.hpp).
+  CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index,
+                   const std::vector<int32_t>& w13_rows)
       : device(device_index),
         E(experts.num_experts()),
         H(experts.hidden()),
@@ -62,11 +72,12 @@ struct CudaWgmmaExperts final : PreparedExperts {
         N1(experts.w13().N),
         top_k(config.top_k()),
         act(config.activation_dtype.value_or(DType::bf16)),
-        w13(cuda_wgmma::make_kernel_weight(experts.w13(), act, "w13")),
+        w13(cuda_wgmma::make_kernel_weight(experts.w13(), act, "w13", w13_rows)),
         w2(cuda_wgmma::make_kernel_weight(experts.w2(), act, "w2")),
-        bias13(to_device(experts.w13().bias.data(), size_t(experts.w13().bias.nbytes()))),
+        bias13(to_device(cuda_wgmma::kernel_bias(experts.w13(), w13_rows))),
         bias2(to_device(experts.w2().bias.data(), size_t(experts.w2().bias.nbytes()))),
         correction_bias(to_device(config.routing.correction_bias)),
+        w13_channels(to_device(cuda_wgmma::kernel_channels(experts.w13(), "w13"))),
         pool(cuda_mma::WorkspacePool::for_device(device_index)) {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
@@ -202,8 +213,8 @@ class CudaWgmmaBackend final : public Backend {
     const float* weights = batch.topk_weights.data_as<const float>();
     QMOE_CUDA_CHECK(cuda_wgmma::gather_rows_cuda(
         dtype, batch.hidden.data(), p.H, aligned.sorted_pair_ids, p.top_k,
-        weights_first ? weights : nullptr, aligned.expert_offsets, p.E, pairs, ws.gathered.data(),
-        stream));
+        weights_first ? weights : nullptr, p.w13_channels.as<int32_t>(), aligned.expert_offsets,
+        p.E, pairs, ws.gathered.data(), stream));
     grouped_gemm(p, ws, p.w13, p.bias13, 0, ws.gathered.data(), ws.gemm1_out.data(), pairs, dtype,
                  stream);
     QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,

@@ -2,6 +2,7 @@
 
 #include "core/check.hpp"
 #include "cuda/cuda_check.hpp"
+#include "quant/act_order.hpp"
 
 namespace qmoe::cuda_wgmma {
 
@@ -16,22 +17,85 @@ float rounded(float v, DType act) {
 
 }  // namespace
 
-HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what) {
+std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string& what) {
+  if (!w.scheme.act_order) return {};
+  check(w.K_full == 0 || w.K_full == w.K,
+        "cuda-wgmma: {} is a K-split act-order shard (K = {} of K_full = {}); the kernel runs "
+        "whole-K act-order weights only (valid: TP 1 or expert parallelism)",
+        what, w.K, w.K_full);
+  std::vector<int32_t> channels;
+  channels.reserve(size_t(w.E * w.K));
+  for (int64_t e = 0; e < w.E; ++e) {
+    const std::vector<int32_t> order = even_act_order(w, e, "cuda-wgmma", what);
+    channels.insert(channels.end(), order.begin(), order.end());
+  }
+  return channels;
+}
+
+std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation activation) {
+  const std::vector<int32_t> w2_channels = kernel_channels(experts.w2(), "w2");
+  if (w2_channels.empty()) return {};
+  const int64_t E = experts.num_experts(), I = experts.intermediate(), N = experts.w13().N;
+  const bool interleaved = activation == Activation::swigluoai;
+  std::vector<int32_t> rows(size_t(E * N));
+  for (int64_t e = 0; e < E; ++e) {
+    int32_t* r = rows.data() + e * N;
+    for (int64_t j = 0; j < I; ++j) {
+      const int32_t c = w2_channels[size_t(e * I + j)];
+      if (!experts.gated()) {
+        r[j] = c;
+      } else if (interleaved) {
+        r[2 * j] = 2 * c;
+        r[2 * j + 1] = 2 * c + 1;
+      } else {
+        r[j] = c;
+        r[I + j] = int32_t(I) + c;
+      }
+    }
+  }
+  return rows;
+}
+
+HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what,
+                                  std::span<const int32_t> rows) {
   const QuantScheme& s = w.scheme;
   check(s.kind == WeightKind::integer, "cuda-wgmma: {} is {}; only integer weights are supported",
         what, to_string(s));
-  check(!s.act_order, "cuda-wgmma: {} uses act-order (g_idx), which this kernel does not run",
-        what);
   check(act == DType::bf16 || act == DType::f16,
         "cuda-wgmma: activations must be bf16 or f16, got {}", name(act));
+  check(rows.empty() || int64_t(rows.size()) == w.E * w.N,
+        "cuda-wgmma: {} has {} rows but a row order of {} entries", what, w.E * w.N, rows.size());
+  const std::vector<int32_t> channels = kernel_channels(w, what);
   HostKernelWeight h;
   h.group_size = int(s.group_size_for(w.K));
+  auto source_row = [&](int64_t e, int64_t n) {
+    return rows.empty() ? n : rows[size_t(e * w.N + n)];
+  };
+
   // Unsigned code c -> signed c - 2^(bits-1): flipping the top bit of each code does it.
   const uint8_t flip = s.bits == 4 ? 0x88 : 0x80;
-  const auto* codes = w.codes.data_as<uint8_t>();
+  const int64_t row_bytes = w.code_bytes_per_row();
   h.codes.resize(size_t(w.codes.numel()));
-  for (size_t i = 0; i < h.codes.size(); ++i) h.codes[i] = codes[i] ^ flip;
+  for (int64_t e = 0; e < w.E; ++e)
+    for (int64_t n = 0; n < w.N; ++n) {
+      const uint8_t* src = w.codes.data_as<uint8_t>() + (e * w.N + source_row(e, n)) * row_bytes;
+      uint8_t* dst = h.codes.data() + (e * w.N + n) * row_bytes;
+      if (channels.empty()) {
+        for (int64_t b = 0; b < row_bytes; ++b) dst[b] = src[b] ^ flip;
+        continue;
+      }
+      const int32_t* c = channels.data() + e * w.K;
+      if (s.bits == 8) {
+        for (int64_t k = 0; k < w.K; ++k) dst[k] = src[c[k]] ^ flip;
+        continue;
+      }
+      auto nibble = [&](int32_t k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
+      for (int64_t k = 0; k < w.K; k += 2)
+        dst[k / 2] = uint8_t((nibble(c[k]) | nibble(c[k + 1]) << 4) ^ flip);
+    }
 
+  // With act-order, sorted column j lies in group j / group_size (even groups), so every
+  // group's scale stays at its index.
   const int64_t G = w.groups();
   const auto* scales = w.scales.data_as<float>();
   const auto* zeros = s.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
@@ -40,7 +104,7 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t n = 0; n < w.N; ++n)
       for (int64_t g = 0; g < G; ++g) {
-        const int64_t from = (e * w.N + n) * G + g, to = (e * G + g) * w.N + n;
+        const int64_t from = (e * w.N + source_row(e, n)) * G + g, to = (e * G + g) * w.N + n;
         h.scales[size_t(to)] = bits_of(scales[from], act);
         // weight = scale16 * (c - mid) + zero_term = scale16 * (c - zero), exactly
         if (zeros) {
@@ -51,8 +115,19 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
   return h;
 }
 
-KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what) {
-  HostKernelWeight h = to_kernel_layout(w, act, what);
+std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t> rows) {
+  if (!w.has_bias()) return {};
+  const float* bias = w.bias.data_as<float>();
+  std::vector<float> out(size_t(w.E * w.N));
+  for (int64_t e = 0; e < w.E; ++e)
+    for (int64_t n = 0; n < w.N; ++n)
+      out[size_t(e * w.N + n)] = bias[e * w.N + (rows.empty() ? n : rows[size_t(e * w.N + n)])];
+  return out;
+}
+
+KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what,
+                                std::span<const int32_t> rows) {
+  HostKernelWeight h = to_kernel_layout(w, act, what, rows);
   KernelWeight k;
   k.variant = Variant{w.scheme.bits, act};
   k.E = w.E;

@@ -1,13 +1,21 @@
 #pragma once
 // Canonical QuantizedWeight -> cuda-wgmma's layout (grouped_gemm.hpp), once per weight: the host
 // part (testable without a GPU) and the upload that finishes it on the device.
+//
+// Act-order (g_idx) runs as a permutation of K per expert: the weight's columns are sorted by
+// group (kernel column j = input channel channels[e][j], quant/act_order.hpp), so the kernel's
+// groups are whole and in order again. GEMM1's input is gathered in that order (routing_glue.hpp);
+// GEMM2's input is the activation's output, so w13's rows are permuted instead, and the
+// activation already writes its channels in w2's order (w13_rows_for_w2).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda_wgmma/grouped_gemm.hpp"
+#include "qmoe/config.hpp"
 #include "qmoe/quant.hpp"
 
 namespace qmoe::cuda_wgmma {
@@ -19,12 +27,31 @@ struct HostKernelWeight {
   int group_size = 0;
 };
 
+// i32 [E, K]: the input channel behind each kernel column of each expert, for an act-order
+// weight (groups ascending, each exactly group-size channels); empty without act-order. Throws
+// qmoe::Error naming `what` for groups of other sizes.
+std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string& what);
+
+// i32 [E, w13 rows]: the w13 row behind each kernel row such that the activation's output
+// channel j is w2's kernel column j (w2 act-order); empty when w2 has no act-order. Gated
+// activations move gate and up rows together: [gate; up] halves, or swigluoai's interleaved
+// pairs.
+std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation activation);
+
 // Throws qmoe::Error (naming `what`) for what the kernel cannot hold (the descriptor rejects such
-// layers first): MXFP4, act-order, activation dtypes other than bf16/f16.
-HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what);
+// layers first): MXFP4, act-order groups of unequal size or K-split act-order shards, activation
+// dtypes other than bf16/f16. rows: i32 [E, N], the canonical row behind each kernel row (empty:
+// row n is row n); codes, scales and zero terms follow them. Act-order columns follow
+// kernel_channels(w).
+HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what,
+                                  std::span<const int32_t> rows = {});
+
+// f32 [E, N] bias in the kernel's row order (rows as above); empty without bias.
+std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t> rows = {});
 
 // Uploads, shuffles the 4-bit codes and builds the per-expert argument arrays, on the current
 // device (synchronous).
-KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what);
+KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what,
+                                std::span<const int32_t> rows = {});
 
 }  // namespace qmoe::cuda_wgmma

@@ -24,19 +24,27 @@ __device__ int expert_of_row(const int32_t* offsets, int E, int r) {
   return lo;
 }
 
-// One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors.
+// One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors;
+// with a channel order, each vector's elements are read one by one from their channels.
 template <class T>
 __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pair_ids, int top_k,
-                            const float* pair_weights, const int32_t* expert_offsets, int E,
-                            int64_t max_rows, T* rows) {
+                            const float* pair_weights, const int32_t* channels,
+                            const int32_t* expert_offsets, int E, int64_t max_rows, T* rows) {
   const int64_t count = expert_offsets[E];
   for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
     const int32_t pair = sorted_pair_ids[r];
     const T* src = hidden + int64_t(pair / top_k) * H;
     T* dst = rows + r * H;
     const float w = pair_weights ? pair_weights[pair] : 1.0f;
+    const int32_t* order =
+        channels ? channels + int64_t(expert_of_row(expert_offsets, E, int(r))) * H : nullptr;
     for (int64_t c = int64_t(threadIdx.x) * kVec; c < H; c += int64_t(blockDim.x) * kVec) {
-      if (pair_weights) {
+      if (order) {
+        float v[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[i] = cuda::to_f32(src[order[c + i]]) * w;
+        cuda::store_f32<T, kVec>(dst + c, v);
+      } else if (pair_weights) {
         float v[kVec];
         cuda::load_f32<T, kVec>(src + c, v);
         for (float& x : v) x *= w;
@@ -84,20 +92,23 @@ __global__ void add_expert_bias(T* rows, int64_t N, const float* bias,
   }
 }
 
-// One block per row; each warp sums whole groups (lanes across the group, then a shuffle).
+// One thread per (row, group), reading the group in 16-byte vectors: groups are whole multiples of
+// 64 channels, so a vector never straddles two of them, and the sums come out in [row, g] order.
 template <class T>
 __global__ void group_sums(const T* in, int64_t K, int group, int G, const int32_t* expert_offsets,
                            int E, int64_t max_rows, float* sums) {
-  const int64_t count = expert_offsets[E];
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
-    for (int g = warp; g < G; g += int(blockDim.x) / 32) {
-      const T* x = in + r * K + int64_t(g) * group;
-      float s = 0.0f;
-      for (int k = lane; k < group; k += 32) s += cuda::to_f32(x[k]);
-      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (lane == 0) sums[r * G + g] = s;
+  const int64_t count = min(int64_t(expert_offsets[E]), max_rows) * G;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const T* x = in + (i / G) * K + (i % G) * group;
+    float s = 0.0f;
+    for (int k = 0; k < group; k += kVec) {
+      float v[kVec];
+      cuda::load_f32<T, kVec>(x + k, v);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) s += v[j];
     }
+    sums[i] = s;
   }
 }
 
@@ -192,8 +203,9 @@ unsigned row_blocks(int64_t max_rows) {
 cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t group,
                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, float* sums,
                             cudaStream_t stream) {
-  const unsigned blocks = row_blocks(max_rows);
+  if (group % kVec != 0 || max_rows < 1) return cudaErrorInvalidValue;
   const int G = int(K / group);
+  const unsigned blocks = row_blocks((max_rows * G + kThreads - 1) / kThreads);
   if (dtype == DType::bf16) {
     group_sums<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), K,
                                                 int(group), G, expert_offsets, int(E), max_rows,
@@ -228,18 +240,18 @@ cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* 
 
 cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
-                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
-                             cudaStream_t stream) {
+                             const int32_t* channels, const int32_t* expert_offsets, int64_t E,
+                             int64_t max_rows, void* rows, cudaStream_t stream) {
   if (H % kVec != 0) return cudaErrorInvalidValue;
   const unsigned blocks = row_blocks(max_rows);
   if (dtype == DType::bf16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(hidden), H, sorted_pair_ids, top_k, pair_weights,
-        expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
+        channels, expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
   } else if (dtype == DType::f16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
-        static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, expert_offsets,
-        int(E), max_rows, static_cast<__half*>(rows));
+        static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, channels,
+        expert_offsets, int(E), max_rows, static_cast<__half*>(rows));
   } else {
     return cudaErrorInvalidValue;
   }
