@@ -186,9 +186,9 @@ class CudaWgmmaBackend final : public Backend {
       auto* sums = ws.row_group_sums.as<float>();
       QMOE_CUDA_CHECK(cuda_wgmma::group_sums_cuda(dtype, in, w.K, w.group_size, offsets, p.E, rows,
                                                   sums, stream));
-      QMOE_CUDA_CHECK(cuda_wgmma::add_zero_terms_cuda(dtype, out, w.N, sums, w.K / w.group_size,
-                                                      w.zero_terms.as<float>(), offsets, p.E, rows,
-                                                      stream));
+      QMOE_CUDA_CHECK(cuda_wgmma::add_zero_terms_cuda(
+          dtype, out, w.N, sums, w.K / w.group_size, w.zero_terms.as<float>(),
+          ws.tile_experts.as<int32_t>(), offsets, p.E, rows, stream));
     }
     if (!bias.empty()) {
       QMOE_CUDA_CHECK(cuda_wgmma::add_expert_bias_cuda(dtype, out, w.N, bias.as<float>(), offsets,

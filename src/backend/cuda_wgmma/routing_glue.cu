@@ -117,13 +117,16 @@ __global__ void group_sums(const T* in, int64_t K, int group, int G, const int32
 // block owns a tile of kZtRows sorted rows x kZtCols columns; each thread keeps 8 rows x 8 columns
 // of it in registers and reads 4 x 16 bytes of shared memory per 64 FMAs. Sorted rows of a tile can
 // belong to several experts: the tile runs once per expert in it, with the other rows' sums zeroed.
-constexpr int kZtRows = 64, kZtCols = 128, kZtG = 16, kZtThreads = 128;
+// The blocks are short, so latency decides their speed (bench/NOTES.md): the accumulators start as
+// the output tile itself, loaded before anything else so that its reads overlap the zero terms'.
+constexpr int kZtRows = 64, kZtCols = 128, kZtG = 32, kZtThreads = 128;
 constexpr int kZtColThreads = kZtCols / 8;  // 16 threads across the columns, 8 across the rows
 
 template <class T>
-__global__ void __launch_bounds__(kZtThreads)
+__global__ void __launch_bounds__(kZtThreads, 3)
     add_zero_terms(T* out, int64_t N, const float* sums, int G, const float* zero_terms,
-                   const int32_t* expert_offsets, int E, int64_t max_rows) {
+                   const int32_t* row_experts, const int32_t* expert_offsets, int E,
+                   int64_t max_rows) {
   __shared__ alignas(16) float tile_sums[kZtG][kZtRows];   // [g][row]
   __shared__ alignas(16) float tile_terms[kZtG][kZtCols];  // [g][column]
   __shared__ int row_expert[kZtRows];
@@ -134,64 +137,68 @@ __global__ void __launch_bounds__(kZtThreads)
   const int64_t n0 = int64_t(blockIdx.y) * kZtCols;
   const int t = int(threadIdx.x);
   // Thread (tr, tc): rows tr*8 .. tr*8+7; columns tc*4 .. +3 and 64 + tc*4 .. +3, so that a warp's
-  // 16-byte shared loads of one g are contiguous (no bank conflicts).
+  // 16-byte shared loads of one g are contiguous (no bank conflicts). N is a multiple of 16 (the
+  // descriptor's n_multiple), so a 4-column vector is all in or all out.
   const int tr = t / kZtColThreads, tc = t % kZtColThreads;
-  if (t < kZtRows) row_expert[t] = t < rows ? expert_of_row(expert_offsets, E, int(first + t)) : -1;
+  if (t < kZtRows) row_expert[t] = t < rows ? row_experts[first + t] : -1;
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t n = n0 + 64 * half + tc * 4;
+      if (tr * 8 + i < rows && n < N) {
+        cuda::load_f32<T, 4>(out + (first + tr * 8 + i) * N + n, &acc[i][4 * half]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][4 * half + j] = 0.0f;
+      }
+    }
   __syncthreads();
   const int e_first = row_expert[0], e_last = row_expert[rows - 1];
 
-  float acc[8][8] = {};
   for (int e = e_first; e <= e_last; ++e) {
     if (expert_offsets[e] == expert_offsets[e + 1]) continue;
     const float* terms = zero_terms + int64_t(e) * G * N;
     for (int g0 = 0; g0 < G; g0 += kZtG) {
+      const int chunk = min(kZtG, G - g0);
       __syncthreads();
-      for (int i = t; i < kZtG * kZtRows; i += kZtThreads) {
-        const int row = i / kZtG, g = i % kZtG;
-        const bool take = row < rows && row_expert[row] == e && g0 + g < G;
+      // Consecutive threads take consecutive rows of one g: conflict-free shared stores.
+      for (int i = t; i < chunk * kZtRows; i += kZtThreads) {
+        const int row = i % kZtRows, g = i / kZtRows;
+        const bool take = row < rows && row_expert[row] == e;
         tile_sums[g][row] = take ? sums[(first + row) * G + g0 + g] : 0.0f;
       }
-      for (int i = t; i < kZtG * kZtCols / 4; i += kZtThreads) {
+      for (int i = t; i < chunk * kZtCols / 4; i += kZtThreads) {
         const int g = i / (kZtCols / 4), c = 4 * (i % (kZtCols / 4));
-        // N is a multiple of 16 (the descriptor's n_multiple), so a 4-column vector is all in or
-        // all out.
-        const bool take = g0 + g < G && n0 + c < N;
         *reinterpret_cast<float4*>(&tile_terms[g][c]) =
-            take ? *reinterpret_cast<const float4*>(terms + int64_t(g0 + g) * N + n0 + c)
-                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            n0 + c < N ? *reinterpret_cast<const float4*>(terms + int64_t(g0 + g) * N + n0 + c)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
       __syncthreads();
 #pragma unroll 4
-      for (int g = 0; g < kZtG; ++g) {
+      for (int g = 0; g < chunk; ++g) {
         const float4 s0 = *reinterpret_cast<const float4*>(&tile_sums[g][tr * 8]);
         const float4 s1 = *reinterpret_cast<const float4*>(&tile_sums[g][tr * 8 + 4]);
         const float4 z0 = *reinterpret_cast<const float4*>(&tile_terms[g][tc * 4]);
         const float4 z1 = *reinterpret_cast<const float4*>(&tile_terms[g][64 + tc * 4]);
-        const float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-        const float z[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
+        const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+        const float zv[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
 #pragma unroll
         for (int i = 0; i < 8; ++i)
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(s[i], z[j], acc[i][j]);
+          for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(sv[i], zv[j], acc[i][j]);
       }
     }
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int row = tr * 8 + i;
-    if (row >= rows) continue;
+  for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t n = n0 + 64 * half + tc * 4;
-      if (n >= N) continue;
-      T* y = out + (first + row) * N + n;
-      float v[4];
-      cuda::load_f32<T, 4>(y, v);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) v[j] += acc[i][4 * half + j];
-      cuda::store_f32<T, 4>(y, v);
+      if (tr * 8 + i < rows && n < N)
+        cuda::store_f32<T, 4>(out + (first + tr * 8 + i) * N + n, &acc[i][4 * half]);
     }
-  }
 }
 
 unsigned row_blocks(int64_t max_rows) {
@@ -220,18 +227,20 @@ cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t grou
 }
 
 cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
-                                const float* zero_terms, const int32_t* expert_offsets, int64_t E,
-                                int64_t max_rows, cudaStream_t stream) {
+                                const float* zero_terms, const int32_t* row_experts,
+                                const int32_t* expert_offsets, int64_t E, int64_t max_rows,
+                                cudaStream_t stream) {
   if (max_rows < 1 || N % 16 != 0) return cudaErrorInvalidValue;
   const dim3 grid(unsigned((max_rows + kZtRows - 1) / kZtRows),
                   unsigned((N + kZtCols - 1) / kZtCols));
   if (dtype == DType::bf16) {
     add_zero_terms<<<grid, kZtThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), N, sums,
-                                                    int(G), zero_terms, expert_offsets, int(E),
-                                                    max_rows);
+                                                    int(G), zero_terms, row_experts, expert_offsets,
+                                                    int(E), max_rows);
   } else if (dtype == DType::f16) {
     add_zero_terms<<<grid, kZtThreads, 0, stream>>>(static_cast<__half*>(out), N, sums, int(G),
-                                                    zero_terms, expert_offsets, int(E), max_rows);
+                                                    zero_terms, row_experts, expert_offsets, int(E),
+                                                    max_rows);
   } else {
     return cudaErrorInvalidValue;
   }

@@ -42,13 +42,15 @@ cudaError_t add_expert_bias_cuda(DType dtype, void* rows, int64_t N, const float
 
 // Zero points (grouped_gemm.hpp): sums[r, g] = sum of in[r, k] over k in group g (f32), for the
 // rows r < expert_offsets[E]; then out[r, n] += sum over g of sums[r, g] * zero_terms[e, g, n]
-// for the expert e of row r (f32 math, one rounding). G = K / group.
+// for the expert e = row_experts[r] of row r (the alignment's tile_experts at one-row tiles; f32
+// math, one rounding). G = K / group.
 cudaError_t group_sums_cuda(DType dtype, const void* in, int64_t K, int64_t group,
                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, float* sums,
                             cudaStream_t stream);
 // N must be a multiple of 16.
 cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* sums, int64_t G,
-                                const float* zero_terms, const int32_t* expert_offsets, int64_t E,
-                                int64_t max_rows, cudaStream_t stream);
+                                const float* zero_terms, const int32_t* row_experts,
+                                const int32_t* expert_offsets, int64_t E, int64_t max_rows,
+                                cudaStream_t stream);
 
 }  // namespace qmoe::cuda_wgmma
