@@ -115,7 +115,7 @@ def test_selection_and_explain(data_dir):
     wgmma = [v for v in g128.verdicts if v.backend == "cuda-wgmma"][0]
     if wgmma.compatible:
         assert [p.backend for p in g128.plan] == ["cuda-mma", "cuda-wgmma"]
-        assert g128.plan[0].from_tokens == 1 and g128.plan[1].from_tokens == 512  # 128 rows/expert
+        assert g128.plan[0].from_tokens == 1 and g128.plan[1].from_tokens == 192  # 48 rows/expert
     else:
         assert g128.plan == [] and "not built" in wgmma.reason
     mxfp4 = qmoe.explain(data_dir / "gpt-oss-mxfp4-bias", device="sm_90")
