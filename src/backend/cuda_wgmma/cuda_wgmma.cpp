@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "backend/cuda_forward.hpp"
@@ -30,8 +29,8 @@ constexpr std::string_view kName = "cuda-wgmma";
 
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The per-call argument arrays of one launch inside the workspace's group_args: each GEMM has two
-// launches (grouped_gemm.hpp: whole 256-token tiles, then a short remainder), so four in all.
+// The per-call argument arrays of one launch inside the workspace's group_args: each GEMM has one
+// launch per token tile (grouped_gemm.hpp), 2 * kLaunches in all.
 struct GroupArgsLayout {
   size_t shapes = 0, act_rows = 0, out_rows = 0, bytes = 0;
   explicit GroupArgsLayout(int64_t E, size_t base = 0)
@@ -82,7 +81,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
     for (const KernelWeight* w : {&w13, &w2}) {
-      for (int tile : {cuda_wgmma::kFullTileTokens, cuda_wgmma::kTailTileTokens})
+      for (int tile : cuda_wgmma::kTileTokens)
         gemm_scratch_bytes =
             std::max(gemm_scratch_bytes,
                      cuda_wgmma::gemm_ops(w->variant, tile)->workspace_bytes(int(E), sm_count));
@@ -99,7 +98,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
     s.gemm1_out = pairs * size_t(N1) * 2;
     s.activated = pairs * size_t(I) * 2;
     s.gemm2_out = pairs * size_t(H) * 2;
-    s.group_args = 4 * GroupArgsLayout(E).bytes;
+    s.group_args = 2 * cuda_wgmma::kLaunches * GroupArgsLayout(E).bytes;
     s.gemm_scratch = gemm_scratch_bytes;
     s.row_group_sums = pairs * size_t(zero_point_groups) * sizeof(float);
     return s;
@@ -163,24 +162,25 @@ class CudaWgmmaBackend final : public Backend {
                            int64_t rows, DType dtype, cudaStream_t stream) {
     char* args = ws.group_args.as<char>();
     const auto* offsets = ws.expert_offsets.as<int32_t>();
-    const GroupArgsLayout full(p.E, args_base), tail(p.E, args_base + full.bytes);
-    auto group_args = [&](const GroupArgsLayout& at) {
-      return cuda_wgmma::GroupArgs{args + at.shapes,
-                                   reinterpret_cast<const void**>(args + at.act_rows),
-                                   reinterpret_cast<void**>(args + at.out_rows)};
-    };
-    QMOE_CUDA_CHECK(cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out,
-                                                     group_args(full), group_args(tail), stream));
-    for (const auto& [at, tile] : {std::pair{full, cuda_wgmma::kFullTileTokens},
-                                   std::pair{tail, cuda_wgmma::kTailTileTokens}}) {
+    cuda_wgmma::LaunchArgs launches;
+    for (int i = 0; i < cuda_wgmma::kLaunches; ++i) {
+      const GroupArgsLayout at(p.E, args_base + i * GroupArgsLayout(p.E).bytes);
+      launches.launch[i] = {args + at.shapes, reinterpret_cast<const void**>(args + at.act_rows),
+                            reinterpret_cast<void**>(args + at.out_rows)};
+    }
+    QMOE_CUDA_CHECK(
+        cuda_wgmma::fill_group_args_cuda(offsets, p.E, w.N, w.K, in, out, launches, stream));
+    for (int i = 0; i < cuda_wgmma::kLaunches; ++i) {
+      const cuda_wgmma::GroupArgs& g = launches.launch[i];
       cuda_wgmma::GroupCall call;
-      call.problem_shapes = args + at.shapes;
-      call.act_rows = reinterpret_cast<const void* const*>(args + at.act_rows);
-      call.out_rows = reinterpret_cast<void* const*>(args + at.out_rows);
+      call.problem_shapes = g.shapes;
+      call.act_rows = g.act_rows;
+      call.out_rows = g.out_rows;
       call.workspace = ws.gemm_scratch.data();
       call.workspace_bytes = ws.gemm_scratch.bytes();
       call.sm_count = p.sm_count;
-      QMOE_CUDA_CHECK(cuda_wgmma::gemm_ops(w.variant, tile)->run(w, call, stream));
+      QMOE_CUDA_CHECK(
+          cuda_wgmma::gemm_ops(w.variant, cuda_wgmma::kTileTokens[i])->run(w, call, stream));
     }
     if (!w.zero_terms.empty()) {
       auto* sums = ws.row_group_sums.as<float>();
@@ -220,8 +220,8 @@ class CudaWgmmaBackend final : public Backend {
     QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
                                     ws.gemm1_out.data(), p.N1, ws.activated.data(), p.I, pairs, p.I,
                                     aligned.padded_total, stream));
-    grouped_gemm(p, ws, p.w2, p.bias2, 2 * GroupArgsLayout(p.E).bytes, ws.activated.data(),
-                 ws.gemm2_out.data(), pairs, dtype, stream);
+    grouped_gemm(p, ws, p.w2, p.bias2, cuda_wgmma::kLaunches * GroupArgsLayout(p.E).bytes,
+                 ws.activated.data(), ws.gemm2_out.data(), pairs, dtype, stream);
     QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
                                       weights_first ? nullptr : weights, M, k, p.H,
                                       batch.out.data(), p.H, stream));

@@ -4,25 +4,41 @@ namespace qmoe::cuda_wgmma {
 
 // Defined by the generated instance files (CMakeLists.txt): bits, dtype, token tile.
 const GemmOps& gemm_ops_int4_bf16_t256();
-const GemmOps& gemm_ops_int4_f16_t256();
-const GemmOps& gemm_ops_int8_bf16_t256();
-const GemmOps& gemm_ops_int8_f16_t256();
 const GemmOps& gemm_ops_int4_bf16_t128();
+const GemmOps& gemm_ops_int4_bf16_t64();
+const GemmOps& gemm_ops_int4_f16_t256();
 const GemmOps& gemm_ops_int4_f16_t128();
+const GemmOps& gemm_ops_int4_f16_t64();
+const GemmOps& gemm_ops_int8_bf16_t256();
 const GemmOps& gemm_ops_int8_bf16_t128();
+const GemmOps& gemm_ops_int8_bf16_t64();
+const GemmOps& gemm_ops_int8_f16_t256();
 const GemmOps& gemm_ops_int8_f16_t128();
+const GemmOps& gemm_ops_int8_f16_t64();
+
+namespace {
+
+struct Instance {
+  int bits;
+  DType act;
+  int tile_tokens;
+  const GemmOps& (*ops)();
+};
+
+constexpr Instance kInstances[] = {
+    {4, DType::bf16, 256, gemm_ops_int4_bf16_t256}, {4, DType::bf16, 128, gemm_ops_int4_bf16_t128},
+    {4, DType::bf16, 64, gemm_ops_int4_bf16_t64},   {4, DType::f16, 256, gemm_ops_int4_f16_t256},
+    {4, DType::f16, 128, gemm_ops_int4_f16_t128},   {4, DType::f16, 64, gemm_ops_int4_f16_t64},
+    {8, DType::bf16, 256, gemm_ops_int8_bf16_t256}, {8, DType::bf16, 128, gemm_ops_int8_bf16_t128},
+    {8, DType::bf16, 64, gemm_ops_int8_bf16_t64},   {8, DType::f16, 256, gemm_ops_int8_f16_t256},
+    {8, DType::f16, 128, gemm_ops_int8_f16_t128},   {8, DType::f16, 64, gemm_ops_int8_f16_t64},
+};
+
+}  // namespace
 
 const GemmOps* gemm_ops(const Variant& v, int tile_tokens) {
-  const bool bf16 = v.act == DType::bf16, full = tile_tokens == kFullTileTokens;
-  if ((!bf16 && v.act != DType::f16) || (!full && tile_tokens != kTailTileTokens)) return nullptr;
-  if (v.bits == 4) {
-    if (bf16) return full ? &gemm_ops_int4_bf16_t256() : &gemm_ops_int4_bf16_t128();
-    return full ? &gemm_ops_int4_f16_t256() : &gemm_ops_int4_f16_t128();
-  }
-  if (v.bits == 8) {
-    if (bf16) return full ? &gemm_ops_int8_bf16_t256() : &gemm_ops_int8_bf16_t128();
-    return full ? &gemm_ops_int8_f16_t256() : &gemm_ops_int8_f16_t128();
-  }
+  for (const Instance& i : kInstances)
+    if (i.bits == v.bits && i.act == v.act && i.tile_tokens == tile_tokens) return &i.ops();
   return nullptr;
 }
 

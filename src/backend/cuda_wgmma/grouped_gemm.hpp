@@ -72,17 +72,17 @@ struct GemmOps {
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
 };
 
-// Each expert's rows run as whole 256-token tiles; a remainder of at most 128 rows runs in a second
-// launch with 128-token tiles, a larger one as one more (partial) 256-token tile. Real routing
-// spreads the rows per expert, and with 256-token tiles alone the last tile of about every other
-// expert would be nearly empty, while two 128-token tiles cost more than one of 256
-// (bench/NOTES.md).
-inline constexpr int kFullTileTokens = 256;
-inline constexpr int kTailTileTokens = 128;
+// The token tiles (CUTLASS's N), one launch each per GEMM. Each expert's rows run as whole
+// 256-token tiles; the remainder r runs as one tile of the smallest size that holds it (r <= 64:
+// 64, r <= 128: 128), or as one more partial 256-token tile when it is larger. Real routing spreads
+// the rows per expert, so with 256-token tiles alone the last tile of about every other expert
+// would be nearly empty; two small tiles cost more than one larger one (bench/NOTES.md).
+inline constexpr int kLaunches = 3;
+inline constexpr int kTileTokens[kLaunches] = {256, 128, 64};
 inline constexpr int kTileK = 64;
 
-// nullptr when this build has no such variant. tile_tokens: kFullTileTokens or kTailTileTokens
-// (the tile's token side, CUTLASS's N). Both tiles of a variant take the same KernelWeight.
+// nullptr when this build has no such variant. tile_tokens: one of kTileTokens. All tiles of a
+// variant take the same KernelWeight.
 const GemmOps* gemm_ops(const Variant& v, int tile_tokens);
 
 }  // namespace qmoe::cuda_wgmma

@@ -127,6 +127,15 @@ std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t
 
 KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what,
                                 std::span<const int32_t> rows) {
+  // The oracle refuses such layers first (descriptor.cpp); prepare() called directly says why.
+  check(w.N % 16 == 0, "cuda-wgmma: {} has {} output rows; the kernel needs a multiple of 16", what,
+        w.N);
+  check(w.K % kTileK == 0, "cuda-wgmma: {} has K = {}; the kernel needs a multiple of {}", what,
+        w.K, kTileK);
+  check(w.scheme.group_size_for(w.K) % kTileK == 0,
+        "cuda-wgmma: {} has groups of {}; the kernel needs channelwise scales or groups of a "
+        "multiple of {}",
+        what, w.scheme.group_size_for(w.K), kTileK);
   HostKernelWeight h = to_kernel_layout(w, act, what, rows);
   KernelWeight k;
   k.variant = Variant{w.scheme.bits, act};
@@ -134,9 +143,11 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
   k.N = w.N;
   k.K = w.K;
   k.group_size = h.group_size;
-  const GemmOps* ops = gemm_ops(k.variant, kFullTileTokens);
-  check(ops != nullptr && gemm_ops(k.variant, kTailTileTokens) != nullptr,
-        "cuda-wgmma: no kernel for int{} {} activations in this build", w.scheme.bits, name(act));
+  for (int tile : kTileTokens)
+    check(gemm_ops(k.variant, tile) != nullptr,
+          "cuda-wgmma: no {}-token kernel for int{} {} activations in this build", tile,
+          w.scheme.bits, name(act));
+  const GemmOps* ops = gemm_ops(k.variant, kTileTokens[0]);
   k.codes = to_device(h.codes);
   k.scales = to_device(h.scales);
   k.zero_terms = to_device(h.zero_terms);
@@ -144,6 +155,8 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
     DeviceBuffer scratch(size_t(w.N * w.K));
     QMOE_CUDA_CHECK(ops->shuffle_codes(k, scratch.data(), nullptr));
   }
+  // Built once by the first tile's instance for all of them: the layout and stride types do not
+  // depend on the token tile.
   ops->make_static_args(k);
   return k;
 }

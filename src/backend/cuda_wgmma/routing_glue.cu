@@ -68,15 +68,22 @@ __device__ void set_group(GroupArgs g, int e, int N, int rows, int K, const uint
 }
 
 __global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
-                                const uint16_t* act, uint16_t* out, GroupArgs full,
-                                GroupArgs tail) {
+                                const uint16_t* act, uint16_t* out, LaunchArgs to) {
+  static_assert(kLaunches == 3, "kTiles lists every tile of kTileTokens");
+  constexpr int kTiles[kLaunches] = {kTileTokens[0], kTileTokens[1], kTileTokens[2]};
   for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
     const int64_t first = expert_offsets[e];
     const int rows = expert_offsets[e + 1] - expert_offsets[e];
-    const int whole = rows / kFullTileTokens * kFullTileTokens;
-    const int in_full = rows - whole > kTailTileTokens ? rows : whole;
-    set_group(full, e, N, in_full, K, act, out, first);
-    set_group(tail, e, N, rows - in_full, K, act, out, first + in_full);
+    const int whole = rows / kTiles[0] * kTiles[0], rest = rows - whole;
+    int tail = 0;  // the launch of the remainder: the smallest tile holding it, else the first
+#pragma unroll
+    for (int i = 1; i < kLaunches; ++i)
+      if (rest <= kTiles[i]) tail = i;
+    const int in_first = tail == 0 ? rows : whole;
+    set_group(to.launch[0], e, N, in_first, K, act, out, first);
+#pragma unroll
+    for (int i = 1; i < kLaunches; ++i)
+      set_group(to.launch[i], e, N, i == tail ? rest : 0, K, act, out, first + whole);
   }
 }
 
@@ -268,11 +275,11 @@ cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
 }
 
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 const void* act, void* out, GroupArgs full, GroupArgs tail,
+                                 const void* act, void* out, const LaunchArgs& launches,
                                  cudaStream_t stream) {
   fill_group_args<<<1, kThreads, 0, stream>>>(expert_offsets, int(E), int(N), int(K),
                                               static_cast<const uint16_t*>(act),
-                                              static_cast<uint16_t*>(out), full, tail);
+                                              static_cast<uint16_t*>(out), launches);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda_wgmma/grouped_gemm.hpp"
 #include "qmoe/dtype.hpp"
 
 namespace qmoe::cuda_wgmma {
@@ -28,11 +29,14 @@ struct GroupArgs {
   const void** act_rows;
   void** out_rows;
 };
-// Splits each expert's m_e rows between the two launches (grouped_gemm.hpp): `full` gets the
-// whole kFullTileTokens tiles and a remainder of more than kTailTileTokens rows, `tail` a
-// remainder of at most kTailTileTokens rows.
+// Splits each expert's m_e rows between the launches of kTileTokens (grouped_gemm.hpp): the
+// first gets the whole 256-token tiles (and a remainder too large for the smaller tiles), one of
+// the others the remainder.
+struct LaunchArgs {
+  GroupArgs launch[kLaunches];
+};
 cudaError_t fill_group_args_cuda(const int32_t* expert_offsets, int64_t E, int64_t N, int64_t K,
-                                 const void* act, void* out, GroupArgs full, GroupArgs tail,
+                                 const void* act, void* out, const LaunchArgs& launches,
                                  cudaStream_t stream);
 
 // rows[r, n] += bias[e, n] for the expert e of sorted row r (f32 math, one rounding).
