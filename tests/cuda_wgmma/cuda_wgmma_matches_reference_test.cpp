@@ -12,7 +12,7 @@
 // The matrix covers every scheme the descriptor declares (int4/int8, symmetric and zero points,
 // groups 64/128/channelwise, bias, bf16/f16, gated and single activations, router weight on the
 // input) over M in {1, 7, 64, 300, 600, 1024, 4096, 8192}, with N not a multiple of the 128-row
-// tile, experts that get no rows, and experts whose rows end in a short tail (the second launch);
+// tile, experts that get no rows, and experts whose rows end in a remainder (the smaller tiles);
 // act-order (int4/int8, with and without zero points, on both weights or on one of them, gated
 // halves, swigluoai's interleaved rows and a single activation).
 #include <cuda_runtime_api.h>
@@ -346,7 +346,7 @@ TEST_F(CudaWgmma, RouterLogitsForwardMatchesRoutedForward) {
             bound_for(bf16));
 }
 
-TEST_F(CudaWgmma, RefusesUnevenActOrderGroupsOddShapesAndOtherActivationDtypes) {
+TEST_F(CudaWgmma, RefusesUnevenActOrderGroupsAndOtherActivationDtypes) {
   test::MoECase ao = test::make_case({.E = 4,
                                       .H = 128,
                                       .I = 128,
@@ -366,12 +366,6 @@ TEST_F(CudaWgmma, RefusesUnevenActOrderGroupsOddShapesAndOtherActivationDtypes) 
                      "w13.g_idx: expert 2 has 63 channels in group 0");
   test::MoECase c = test::make_case(
       {.E = 4, .H = 128, .I = 128, .M = 2, .top_k = 2, .scheme = scheme(4, 64), .act_dtype = bf16});
-  // shapes the kernel cannot tile, handed to prepare() past the oracle
-  test::MoECase odd = test::make_case(
-      {.E = 2, .H = 96, .I = 72, .M = 2, .top_k = 1, .scheme = scheme(4, 32), .act_dtype = bf16});
-  odd.config.activation_dtype = bf16;
-  test::expect_error([&] { find_backend("cuda-wgmma")->prepare(*odd.experts, odd.config, kGpu); },
-                     "w13 has K = 96; the kernel needs a multiple of 64");
   MoE moe(c.config, *c.experts, "cuda-wgmma", kGpu);
   Buffer as_f16(f16, {2, 128});
   OnDevice hidden(as_f16), weights(c.topk_weights), ids(c.topk_ids);
