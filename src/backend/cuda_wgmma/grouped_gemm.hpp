@@ -56,7 +56,7 @@ struct GroupCall {
   const void* problem_shapes = nullptr;
   const void* const* act_rows = nullptr;
   void* const* out_rows = nullptr;
-  void* workspace = nullptr;  // gemm_workspace_bytes()
+  void* workspace = nullptr;  // at least GemmOps::workspace_bytes of this variant and tile
   size_t workspace_bytes = 0;
   int sm_count = 0;
 };
