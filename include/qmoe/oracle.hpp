@@ -65,6 +65,10 @@ struct PlanStep {
   std::string backend;
   int64_t from_tokens = 1;
   std::string why;
+  // A large-batch step's own copy of the layer's weights, in bytes (from the shapes, before
+  // anything is prepared); 0 for the first step, whose copy the layer needs anyway.
+  // MoEConfig::large_batch_backend = false keeps only the first.
+  int64_t weight_bytes = 0;
 };
 
 struct Selection {

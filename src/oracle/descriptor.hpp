@@ -9,6 +9,7 @@
 #include "qmoe/config.hpp"
 #include "qmoe/device.hpp"
 #include "qmoe/dtype.hpp"
+#include "qmoe/oracle.hpp"
 #include "qmoe/quant.hpp"
 
 namespace qmoe {
@@ -62,6 +63,8 @@ struct BackendDescriptor {
   // for batches of at least this many rows per expert (M * top_k / E); 0 = not a partner. The
   // value is the crossover measured on the reference device; `qmoe tune` measures it for others.
   int64_t large_batch_rows_per_expert = 0;
+  // A partner prepares its own copy of the weights: its bytes for a layer (PlanStep::weight_bytes).
+  int64_t (*large_batch_weight_bytes)(const LayerDesc& layer) = nullptr;
 };
 
 // Every backend's descriptor (the priority table's entries, src/oracle/priority.cpp), and one by

@@ -134,6 +134,8 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
                       fmt::format("from {} tokens ({} rows per expert at top-{} of {} experts), "
                                   "where it measured faster",
                                   from, rows, layer.top_k, layer.num_experts)});
+    if (partner->backend->large_batch_weight_bytes)
+      s.plan.back().weight_bytes = partner->backend->large_batch_weight_bytes(layer);
   }
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;

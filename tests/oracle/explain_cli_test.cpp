@@ -180,6 +180,19 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
     const nlohmann::json j =
         run_json("explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100");
     EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], std::stoi(from));
+    // cuda-wgmma's own copy: w13 [16 x 256 x 256] int4 = 524288 B plus bf16 scales of 2 groups
+    // (16 x 2 x 256 x 2 = 16384 B); w2 [16 x 256 x 128] = 262144 B plus 1 group (8192 B)
+    EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 811008);
+    EXPECT_EQ(j["groups"][0]["plan"][0]["weight_bytes"], 0);
+    EXPECT_NE(r.out.find("keeps its own copy of the weights: 811 kB"), std::string::npos) << r.out;
+    // zero points (f32 zero terms next to the scales), biases (f32) and act-order (w13's int32
+    // channel order): w13 524288 + 16 x 2 x 256 x 6 = 49152, w2 262144 + 16 x 1 x 256 x 6 = 24576,
+    // biases 16 x 256 x 4 twice = 32768, channel order 16 x 256 x 4 = 16384
+    const nlohmann::json full = run_json(
+        "explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100 --zp "
+        "--bias --act-order");
+    EXPECT_EQ(full["groups"][0]["plan"][1]["weight_bytes"],
+              524288 + 49152 + 262144 + 24576 + 32768 + 16384);
   } else {
     EXPECT_EQ(r.out.find("plan:"), std::string::npos) << r.out;
   }

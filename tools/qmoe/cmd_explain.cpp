@@ -12,6 +12,7 @@
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/oracle.hpp"
 #include "qmoe/shard.hpp"
+#include "units.hpp"
 
 namespace qmoe::cli {
 namespace {
@@ -144,8 +145,14 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
                                            v.reason);
       fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
-    for (const PlanStep& step : e.selection.plan)
+    for (const PlanStep& step : e.selection.plan) {
       fmt::print("  plan: {:<{}}  {}\n", step.backend, width, step.why);
+      if (step.weight_bytes > 0)
+        fmt::print(
+            "        {:<{}}  keeps its own copy of the weights: {} "
+            "(MoEConfig::large_batch_backend = false keeps one copy)\n",
+            "", width, format_bytes(step.weight_bytes));
+    }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
   }
   fmt::print("\nbackends:\n");
@@ -191,8 +198,10 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
     }
     g["plan"] = nlohmann::json::array();
     for (const PlanStep& step : e.selection.plan)
-      g["plan"].push_back(
-          {{"backend", step.backend}, {"from_tokens", step.from_tokens}, {"why", step.why}});
+      g["plan"].push_back({{"backend", step.backend},
+                           {"from_tokens", step.from_tokens},
+                           {"why", step.why},
+                           {"weight_bytes", step.weight_bytes}});
     out["groups"].push_back(std::move(g));
   }
   fmt::print("{}\n", out.dump(2));
