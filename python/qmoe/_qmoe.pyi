@@ -244,6 +244,12 @@ class PlanStep:
     @property
     def why(self) -> str: ...
 
+    @property
+    def weight_bytes(self) -> int:
+        """
+        A large-batch step's own copy of the weights, in bytes; 0 for the first step
+        """
+
     def __repr__(self) -> str: ...
 
 class Selection:

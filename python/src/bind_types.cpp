@@ -129,6 +129,8 @@ void bind_selection(nb::module_& m) {
       .def_ro("backend", &PlanStep::backend)
       .def_ro("from_tokens", &PlanStep::from_tokens)
       .def_ro("why", &PlanStep::why)
+      .def_ro("weight_bytes", &PlanStep::weight_bytes,
+              "A large-batch step's own copy of the weights, in bytes; 0 for the first step")
       .def("__repr__", [](const PlanStep& p) {
         return "PlanStep(" + p.backend + ", from_tokens=" + std::to_string(p.from_tokens) + ")";
       });

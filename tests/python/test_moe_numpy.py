@@ -116,6 +116,8 @@ def test_selection_and_explain(data_dir):
     if wgmma.compatible:
         assert [p.backend for p in g128.plan] == ["cuda-mma", "cuda-wgmma"]
         assert g128.plan[0].from_tokens == 1 and g128.plan[1].from_tokens == 192  # 48 rows/expert
+        # int4 codes of w13 [16, 256, 256] and w2 [16, 256, 128] plus their bf16 scales
+        assert g128.plan[0].weight_bytes == 0 and g128.plan[1].weight_bytes == 811008
     else:
         assert g128.plan == [] and "not built" in wgmma.reason
     mxfp4 = qmoe.explain(data_dir / "gpt-oss-mxfp4-bias", device="sm_90")
