@@ -119,9 +119,9 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'
 mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments'
-# cuda-wgmma: int4 and int8, zero points (two group chunks, the last partial), bias, f16, experts without rows,
-# N not whole tiles, whole tiles plus the tail launch, act-order (rows gathered through the channel
-# order).
+# cuda-wgmma: int4 and int8, zero points (two group chunks, the last partial), bias, f16, experts
+# without rows, N not whole tiles, whole tiles plus a remainder tile, act-order (rows gathered
+# through the channel order).
 wgmma='Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/int4_g64_m300_e8_top2_n_not_whole_tiles'
 for name in int4_g128_asym_m7_e256_top8 int8_g64_asym_m300_e60_top6_bias \
   int4_g64_asym_m600_e2_top1_groups_33_36 int4_g64_swigluoai_bias_m64_e8_top2 \

@@ -155,8 +155,8 @@ class CudaWgmmaBackend final : public Backend {
 
  private:
   // One grouped GEMM over the sorted rows: per-expert arguments from the alignment, then the
-  // kernel's two launches, then the zero-point terms and the bias rows when there are any. The
-  // launches run one after the other on the stream, so they share CUTLASS's scratch.
+  // kernel's launches (one per token tile), then the zero-point terms and the bias rows when there
+  // are any. The launches run one after the other on the stream, so they share CUTLASS's scratch.
   static void grouped_gemm(const CudaWgmmaExperts& p, const Workspace& ws, const KernelWeight& w,
                            const DeviceBuffer& bias, size_t args_base, const void* in, void* out,
                            int64_t rows, DType dtype, cudaStream_t stream) {
