@@ -3,10 +3,13 @@
 // then the backend's run() on the routed batch.
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string_view>
 
 #include "backend/backend.hpp"
+#include "core/check.hpp"
 #include "cuda/device_buffer.hpp"
+#include "cuda/device_scope.hpp"
 
 namespace qmoe {
 
@@ -28,5 +31,39 @@ void route_then_run(const Backend& backend, const PreparedExperts& prepared,
                     const MoEConfig& config, const DeviceBuffer& correction_bias, int device,
                     TensorView hidden, TensorView router_logits, TensorView out,
                     RoutingScratch scratch, cudaStream_t stream);
+
+// prepare(), forward() and reserve() of a CUDA backend, the same for both: Experts is its prepared
+// layer, built from (experts, config, device index), holding `device`, `correction_bias` and
+// `workspace(stream, tokens)` (the stream's shared workspace, grown to hold `tokens`). The backend
+// adds name() and run().
+template <class Experts>
+class CudaBackend : public Backend {
+ public:
+  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
+                                           Device device) const override {
+    check(device.kind == DeviceKind::cuda, "backend '{}' runs on a CUDA device, not on {}", name(),
+          to_string(device));
+    check(!config.apply_router_weight_on_input || config.top_k() == 1,
+          "{}: apply_router_weight_on_input needs top_k 1, got {}", name(), config.top_k());
+    DeviceScope scope(device.index);
+    return std::make_unique<Experts>(experts, config, device.index);
+  }
+
+  void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
+               TensorView router_logits, TensorView out, void* stream) const override {
+    const auto& p = static_cast<const Experts&>(prepared);
+    DeviceScope scope(p.device);
+    const auto s = static_cast<cudaStream_t>(stream);
+    const auto& ws = p.workspace(s, hidden.dim(0));
+    route_then_run(*this, prepared, config, p.correction_bias, p.device, hidden, router_logits, out,
+                   {ws.topk_weights.template as<float>(), ws.topk_ids.template as<int32_t>()}, s);
+  }
+
+  void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {
+    const auto& p = static_cast<const Experts&>(prepared);
+    DeviceScope scope(p.device);
+    p.workspace(static_cast<cudaStream_t>(stream), max_tokens);
+  }
+};
 
 }  // namespace qmoe

@@ -109,19 +109,9 @@ struct CudaWgmmaExperts final : PreparedExperts {
   }
 };
 
-class CudaWgmmaBackend final : public Backend {
+class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
  public:
   std::string_view name() const override { return kName; }
-
-  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
-                                           Device device) const override {
-    check(device.kind == DeviceKind::cuda, "backend 'cuda-wgmma' runs on a CUDA device, not on {}",
-          to_string(device));
-    check(!config.apply_router_weight_on_input || config.top_k() == 1,
-          "cuda-wgmma: apply_router_weight_on_input needs top_k 1, got {}", config.top_k());
-    DeviceScope scope(device.index);
-    return std::make_unique<CudaWgmmaExperts>(experts, config, device.index);
-  }
 
   void run(const PreparedExperts& prepared, const MoEConfig& config,
            const RoutedBatch& batch) const override {
@@ -135,22 +125,6 @@ class CudaWgmmaBackend final : public Backend {
           qmoe::name(dtype), qmoe::name(p.act));
     const auto stream = static_cast<cudaStream_t>(batch.stream);
     run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
-  }
-
-  void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
-               TensorView router_logits, TensorView out, void* stream) const override {
-    const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
-    DeviceScope scope(p.device);
-    const auto s = static_cast<cudaStream_t>(stream);
-    const Workspace& ws = p.workspace(s, hidden.dim(0));
-    route_then_run(*this, prepared, config, p.correction_bias, p.device, hidden, router_logits, out,
-                   {ws.topk_weights.as<float>(), ws.topk_ids.as<int32_t>()}, s);
-  }
-
-  void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {
-    const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
-    DeviceScope scope(p.device);
-    p.workspace(static_cast<cudaStream_t>(stream), max_tokens);
   }
 
  private:
