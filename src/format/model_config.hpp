@@ -46,7 +46,9 @@ ModelConfig parse_model_config(const ordered_json& config, std::string_view file
 ModelConfig read_model_config(const std::filesystem::path& dir);
 
 // Python re.match semantics: the pattern must match at the start of `text`, not necessarily to its
-// end. Throws Error on a pattern std::regex cannot compile.
+// end. Throws Error on a pattern std::regex cannot compile, and on one Python refuses as a
+// "multiple repeat" (a quantifier on a quantifier, such as ".**", which std::regex would run with
+// exponential backtracking).
 bool python_re_match(const std::string& pattern, const std::string& text);
 
 }  // namespace qmoe::format
