@@ -22,8 +22,15 @@ case "$target" in
     sources=(src/format/safetensors.cpp src/core/dtype.cpp)
     seeds='*.safetensors' ;;
   config)
-    sources=(src/format/model_config.cpp src/format/regular_file.cpp src/config/moe_config.cpp
-             src/quant/scheme.cpp src/core/dtype.cpp)
+    # The config parser reaches every format's rules through the registry, and so their adapters.
+    sources=(src/format/model_config.cpp src/format/json_fields.cpp src/format/module_pattern.cpp
+             src/format/registry.cpp src/format/adapter.cpp src/format/gptq.cpp src/format/awq.cpp
+             src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp src/format/packing.cpp
+             src/format/tensor_read.cpp src/format/tensor_store.cpp src/format/safetensors.cpp
+             src/format/safetensors_writer.cpp src/format/mapped_file.cpp
+             src/format/regular_file.cpp src/config/moe_config.cpp src/quant/scheme.cpp
+             src/quant/quantized_weight.cpp src/core/dtype.cpp src/core/tensor.cpp
+             src/core/host_memory.cpp)
     seeds='config.json' ;;
   index)
     sources=(src/format/tensor_store.cpp src/format/safetensors.cpp src/format/mapped_file.cpp

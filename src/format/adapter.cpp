@@ -3,20 +3,17 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "format/registry.hpp"
 #include "format/tensor_read.hpp"
 
 namespace qmoe::format {
 
 const FormatAdapter& adapter_for(CheckpointFormat stored_format) {
-  switch (stored_format) {
-    case CheckpointFormat::gptq: return gptq_adapter();
-    case CheckpointFormat::awq: return awq_adapter();
-    case CheckpointFormat::compressed_tensors: return compressed_tensors_adapter();
-    case CheckpointFormat::moe_wna16:
-    case CheckpointFormat::mxfp4: break;
-  }
-  fail("{} has no per-expert adapter (moe_wna16 reads GPTQ/AWQ; mxfp4 experts are fused)",
-       name(stored_format));
+  const FormatEntry& entry = format_entry(stored_format);
+  check(entry.adapter != nullptr,
+        "{} has no per-expert adapter (moe_wna16 reads GPTQ/AWQ; mxfp4 experts are fused)",
+        name(stored_format));
+  return entry.adapter();
 }
 
 void check_group_divides(const ProjectionSpec& spec) {

@@ -1,7 +1,8 @@
 #pragma once
-// One adapter per checkpoint format: reads one expert projection's tensors into the unpacked
-// Projection and writes them back, owning every quirk of the format (pack direction, nibble
-// order, zero-point offset, transposes). Nothing outside the adapter knows them.
+// One adapter per checkpoint format that stores its experts per projection: reads one expert
+// projection's tensors into the unpacked Projection and writes them back, owning every quirk of
+// the format (pack direction, nibble order, zero-point offset, transposes). Nothing outside the
+// format's file (its adapter and its quantization method) knows them.
 #include <string>
 
 #include "format/model_config.hpp"
@@ -39,10 +40,8 @@ class FormatAdapter {
                                            const WriteOptions& options) const = 0;
 };
 
-const FormatAdapter& gptq_adapter();
-const FormatAdapter& awq_adapter();
-const FormatAdapter& compressed_tensors_adapter();
-// moe_wna16 is a way of reading GPTQ/AWQ checkpoints, not a layout: it has no adapter of its own.
+// The adapter registry.cpp lists for the format. moe_wna16 is a way of reading GPTQ/AWQ
+// checkpoints, not a layout, and mxfp4 stores its experts fused: neither has one.
 const FormatAdapter& adapter_for(CheckpointFormat stored_format);
 
 // Shared by the adapters.

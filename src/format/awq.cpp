@@ -1,14 +1,18 @@
-// AWQ (AutoAWQ "gemm" format), int4 only, per projection of N outputs x K inputs
-// (spec/vllm-wna16-moe.md §3.2; AutoAWQ awq/modules/linear/gemm.py `WQLinear_GEMM.from_linear`,
-// awq/utils/packing_utils.py AWQ_ORDER / AWQ_REVERSE_ORDER):
+// AWQ (AutoAWQ "gemm" format), int4 only, per projection of N outputs x K inputs (AutoAWQ
+// awq/modules/linear/gemm.py `WQLinear_GEMM.from_linear`, awq/utils/packing_utils.py AWQ_ORDER /
+// AWQ_REVERSE_ORDER):
 //   qweight I32 [K, N/8]  packed along N with the AWQ interleave: code (n, k) is field
 //                         kAwqSlotOf[n % 8] of qweight[k][n / 8] (fields 0..7 hold columns
 //                         0, 2, 4, 6, 1, 3, 5, 7 of the group of eight)
 //   qzeros  I32 [G, N/8]  same interleave; z stored exactly (no -1)
 //   scales  F16 [G, N], bias [N] (optional). No g_idx: AWQ has no act-order.
 // With zero_point false there are no qzeros and the zero is the implicit 8.
+// quantization_config: bits | w_bit, group_size | q_group_size, zero_point, version,
+// modules_to_not_convert.
 #include "core/check.hpp"
 #include "format/adapter.hpp"
+#include "format/json_fields.hpp"
+#include "format/quant_method.hpp"
 #include "format/tensor_read.hpp"
 
 namespace qmoe::format {
@@ -71,11 +75,51 @@ class AwqAdapter final : public FormatAdapter {
   }
 };
 
+class AwqMethod final : public QuantMethod {
+ public:
+  QuantConfig parse(const ordered_json& q, std::string_view file) const override {
+    QuantConfig c;
+    c.scheme.bits = static_cast<int>(find_key(q, "w_bit") ? get_int(q, "w_bit", file)
+                                                          : get_int(q, "bits", file));
+    c.scheme.group_size =
+        static_cast<int>(find_key(q, "q_group_size") ? get_int(q, "q_group_size", file)
+                                                     : get_int(q, "group_size", file));
+    if (c.scheme.group_size == -1) c.scheme.group_size = kChannelwise;
+    c.scheme.zero_point =
+        get_bool(q, "zero_point", file, true) ? ZeroPoint::explicit_ : ZeroPoint::none;
+    const std::string version = lower(get_string(q, "version", file, "gemm"));
+    check(version == "gemm", "{}: AWQ version '{}' is not supported (valid: gemm)", file, version);
+    check(c.scheme.bits == 4, "{}: AWQ gemm checkpoints are 4-bit, got bits = {}", file,
+          c.scheme.bits);
+    return c;
+  }
+
+  std::optional<QuantScheme> scheme_for(const QuantConfig& config,
+                                        const std::string& module) const override {
+    if (not_converted(config.raw, module)) return std::nullopt;
+    return config.scheme;
+  }
+};
+
 }  // namespace
+
+bool not_converted(const ordered_json& q, const std::string& module) {
+  const ordered_json* skip = find_key(q, "modules_to_not_convert");
+  if (!skip || !skip->is_array()) return false;
+  for (const ordered_json& s : *skip) {
+    if (s.is_string() && module.find(s.get<std::string>()) != std::string::npos) return true;
+  }
+  return false;
+}
 
 const FormatAdapter& awq_adapter() {
   static const AwqAdapter adapter;
   return adapter;
+}
+
+const QuantMethod& awq_method() {
+  static const AwqMethod method;
+  return method;
 }
 
 }  // namespace qmoe::format

@@ -2,8 +2,6 @@
 
 #include <fmt/ranges.h>
 
-#include <array>
-
 #include "core/check.hpp"
 #include "format/adapter.hpp"
 #include "format/expert_names.hpp"
@@ -19,18 +17,10 @@ using format::Role;
 
 namespace {
 
-constexpr std::array<std::pair<CheckpointFormat, std::string_view>, 5> kFormatNames{{
-    {CheckpointFormat::gptq, "gptq"},
-    {CheckpointFormat::awq, "awq"},
-    {CheckpointFormat::compressed_tensors, "compressed-tensors"},
-    {CheckpointFormat::moe_wna16, "moe_wna16"},
-    {CheckpointFormat::mxfp4, "mxfp4"},
-}};
-
-// vLLM's moe_wna16 method (quantization/moe_wna16.py `is_moe_wna16_compatible`, spec §3.4)
-// takes GPTQ without desc_act at 4 or 8 bits (sym or asym, any group size) and AWQ at 4 bits.
-// Unlike vLLM, which always adds 1 to GPTQ zeros, the zero-point convention of the checkpoint's
-// format field (gptq / gptq_v2) is honoured.
+// vLLM's moe_wna16 method (quantization/moe_wna16.py `is_moe_wna16_compatible`) takes GPTQ
+// without desc_act at 4 or 8 bits (sym or asym, any group size) and AWQ at 4 bits. Unlike vLLM,
+// which always adds 1 to GPTQ zeros, the zero-point convention of the checkpoint's format field
+// (gptq / gptq_v2) is honoured.
 void check_moe_wna16(const format::QuantConfig& q, const std::string& config) {
   check(q.format == CheckpointFormat::gptq || q.format == CheckpointFormat::awq,
         "{}: moe_wna16 reads GPTQ or AWQ checkpoints, this one is {}", config, name(q.format));
@@ -40,21 +30,6 @@ void check_moe_wna16(const format::QuantConfig& q, const std::string& config) {
 }
 
 }  // namespace
-
-std::string_view name(CheckpointFormat f) {
-  for (const auto& [value, text] : kFormatNames)
-    if (value == f) return text;
-  return "?";
-}
-
-CheckpointFormat parse_checkpoint_format(std::string_view s) {
-  std::string valid;
-  for (const auto& [value, text] : kFormatNames) {
-    if (text == s) return value;
-    valid += fmt::format("{}{}", valid.empty() ? "" : ", ", text);
-  }
-  fail("unknown checkpoint format '{}' (valid: {})", s, valid);
-}
 
 struct Checkpoint::Impl {
   std::filesystem::path dir;
@@ -139,7 +114,7 @@ format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
 }
 
 // A router stored quantized would be dequantized and used by a loader that trusts it; upstream
-// that gave wrong expert choices (vLLM #41426, spec §8 #13). The router must stay in float.
+// that gave wrong expert choices (vLLM #41426). The router must stay in float.
 void Checkpoint::Impl::check_router(int layer) const {
   for (const std::string& router : layout.router_modules(layer)) {
     for (std::string_view suffix :

@@ -1,6 +1,6 @@
 // compressed-tensors "pack-quantized", per projection of N outputs x K inputs, stored N-first
-// (spec/vllm-wna16-moe.md §3.3; compressed-tensors compressors/pack_quantized/{base.py,
-// helpers.py} `pack_to_int32` / `unpack_from_int32`, quantization/quant_args.py):
+// (compressed-tensors compressors/pack_quantized/{base.py, helpers.py} `pack_to_int32` /
+// `unpack_from_int32`, quantization/quant_args.py):
 //   weight_packed     I32 [N, ceil(K/pf)]  packed along K: code (n, k) is field k % pf of
 //                                          weight_packed[n][k / pf]
 //   weight_scale      F16/BF16/F32 [N, G]  (channel strategy: G = 1)
@@ -11,8 +11,14 @@
 // Values are signed in the quantizer and stored offset by 2^(bits-1) (weights and zero points
 // alike), so the stored unsigned fields are exactly the canonical codes and zeros: for symmetric
 // schemes a stored 2^(bits-1) means 0, the canonical implicit zero.
+// quantization_config: format, quantization_status, config_groups (each with targets and a
+// weights scheme: num_bits, type, symmetric, strategy, group_size, actorder, dynamic), ignore.
+// Targets and ignore entries are module names, "Linear" (any module) or "re:" + a Python regex.
 #include "core/check.hpp"
 #include "format/adapter.hpp"
+#include "format/json_fields.hpp"
+#include "format/module_pattern.hpp"
+#include "format/quant_method.hpp"
 #include "format/tensor_read.hpp"
 
 namespace qmoe::format {
@@ -107,11 +113,115 @@ class CompressedTensorsAdapter final : public FormatAdapter {
   }
 };
 
+QuantScheme ct_scheme(const ordered_json& group, const std::string& top_format,
+                      std::string_view file, const std::string& group_name) {
+  const std::string where = fmt::format("{}: config_groups.{}", file, group_name);
+  const std::string format = get_string(group, "format", where, top_format);
+  check(format == "pack-quantized", "{}: format '{}' is not supported (valid: pack-quantized)",
+        where, format);
+  check(!find_key(group, "input_activations"),
+        "{}: quantizes activations too; qmoe reads weight-only (WNA16) schemes", where);
+  const ordered_json* w = find_key(group, "weights");
+  check(w && w->is_object(), "{}: missing 'weights'", where);
+  const std::string type = get_string(*w, "type", where, "int");
+  check(type == "int", "{}: weights type '{}' is not supported (valid: int)", where, type);
+  check(!get_bool(*w, "dynamic", where, false),
+        "{}: dynamic weight quantization is not a stored "
+        "checkpoint scheme",
+        where);
+  QuantScheme s;
+  s.bits = static_cast<int>(get_int(*w, "num_bits", where));
+  s.zero_point = get_bool(*w, "symmetric", where, true) ? ZeroPoint::none : ZeroPoint::explicit_;
+  const int64_t group_size = get_int(*w, "group_size", where, -1);
+  std::string strategy = get_string(*w, "strategy", where, group_size > 0 ? "group" : "channel");
+  if (strategy == "group") {
+    check(group_size > 0, "{}: strategy group needs a positive group_size, got {}", where,
+          group_size);
+    s.group_size = static_cast<int>(group_size);
+  } else {
+    check(strategy == "channel" && group_size <= 0,
+          "{}: strategy '{}' with group_size {} is not supported (valid: group with a positive "
+          "group_size, channel)",
+          where, strategy, group_size);
+    s.group_size = kChannelwise;
+  }
+  // actorder "group" (alias "dynamic", or true) stores g_idx; "weight" (alias "static") reorders
+  // at quantization time and stores none.
+  s.act_order = false;
+  if (const ordered_json* a = find_key(*w, "actorder")) {
+    if (a->is_boolean()) {
+      s.act_order = a->get<bool>();
+    } else {
+      check(a->is_string(), "{}: actorder must be a string, got {}", where, a->dump());
+      const std::string order = a->get<std::string>();
+      check(order == "group" || order == "dynamic" || order == "weight" || order == "static",
+            "{}: actorder '{}' is not supported (valid: group, dynamic, weight, static)", where,
+            order);
+      s.act_order = order == "group" || order == "dynamic";
+    }
+  }
+  check(!(s.act_order && s.group_size == kChannelwise), "{}: actorder group needs strategy group",
+        where);
+  return s;
+}
+
+bool ct_matches(const ordered_json& patterns, const std::string& module) {
+  if (!patterns.is_array()) return false;
+  for (const ordered_json& p : patterns) {
+    if (!p.is_string()) continue;
+    const std::string text = p.get<std::string>();
+    if (text == "Linear" || text == module) return true;
+    if (text.rfind("re:", 0) == 0 && python_re_match(text.substr(3), module)) return true;
+  }
+  return false;
+}
+
+class CompressedTensorsMethod final : public QuantMethod {
+ public:
+  QuantConfig parse(const ordered_json& q, std::string_view file) const override {
+    QuantConfig c;
+    const std::string status = get_string(q, "quantization_status", file, "compressed");
+    check(status == "compressed",
+          "{}: quantization_status '{}': the weights are not stored packed (valid: compressed)",
+          file, status);
+    const ordered_json* groups = find_key(q, "config_groups");
+    check(groups && groups->is_object() && !groups->empty(), "{}: missing config_groups", file);
+    const std::string top_format = get_string(q, "format", file, "pack-quantized");
+    for (const auto& [group_name, group] : groups->items()) {
+      const QuantScheme s = ct_scheme(group, top_format, file, group_name);
+      if (group_name == groups->begin().key()) c.scheme = s;
+    }
+    return c;
+  }
+
+  std::optional<QuantScheme> scheme_for(const QuantConfig& config,
+                                        const std::string& module) const override {
+    const ordered_json& raw = config.raw;
+    if (const ordered_json* ignore = find_key(raw, "ignore");
+        ignore && ct_matches(*ignore, module)) {
+      return std::nullopt;
+    }
+    for (const auto& [group_name, group] : raw["config_groups"].items()) {
+      if (const ordered_json* targets = find_key(group, "targets");
+          targets && ct_matches(*targets, module)) {
+        return ct_scheme(group, get_string(raw, "format", "config", "pack-quantized"), "config",
+                         group_name);
+      }
+    }
+    return std::nullopt;
+  }
+};
+
 }  // namespace
 
 const FormatAdapter& compressed_tensors_adapter() {
   static const CompressedTensorsAdapter adapter;
   return adapter;
+}
+
+const QuantMethod& compressed_tensors_method() {
+  static const CompressedTensorsMethod method;
+  return method;
 }
 
 }  // namespace qmoe::format

@@ -1,5 +1,5 @@
-// gpt-oss MXFP4 (quant_method "mxfp4"), per layer, all experts fused (spec/vllm-wna16-moe.md §3.5;
-// transformers integrations/mxfp4.py `Mxfp4GptOssExperts`, `convert_moe_packed_tensors`,
+// gpt-oss MXFP4 (quant_method "mxfp4"), per layer, all experts fused (transformers
+// integrations/mxfp4.py `Mxfp4GptOssExperts`, `convert_moe_packed_tensors`,
 // models/gpt_oss/modeling_gpt_oss.py):
 //   {prefix}gate_up_proj_blocks U8 [E, 2I, H/32, 16]  e2m1 codes, N-first; byte j of block c holds
 //                                                    k = 32c + 2j (low nibble) and 32c + 2j + 1
@@ -9,12 +9,14 @@
 // Rows of gate_up interleave gate and up (row 2i = gate channel i, row 2i + 1 = up channel i); the
 // canonical w13 puts the gate rows first, so the adapter de-interleaves (and the writer
 // re-interleaves). The blocks flattened are exactly the canonical codes [E, N, K/2].
+// quantization_config holds no parameters (the scheme is fixed), only modules_to_not_convert.
 #include "format/gpt_oss_mxfp4.hpp"
 
 #include <cstring>
 
 #include "core/check.hpp"
 #include "format/adapter.hpp"
+#include "format/quant_method.hpp"
 #include "format/tensor_read.hpp"
 
 namespace qmoe::format {
@@ -101,7 +103,27 @@ void write_weight(SafetensorsWriter& out, const std::string& name, const Quantiz
   }
 }
 
+class Mxfp4Method final : public QuantMethod {
+ public:
+  QuantConfig parse(const ordered_json&, std::string_view) const override {
+    QuantConfig c;
+    c.scheme = mxfp4_scheme();
+    return c;
+  }
+
+  std::optional<QuantScheme> scheme_for(const QuantConfig& config,
+                                        const std::string& module) const override {
+    if (not_converted(config.raw, module)) return std::nullopt;
+    return config.scheme;
+  }
+};
+
 }  // namespace
+
+const QuantMethod& mxfp4_method() {
+  static const Mxfp4Method method;
+  return method;
+}
 
 QuantizedExperts read_mxfp4_layer(const TensorStore& store, const std::string& prefix,
                                   const MoEConfig& moe) {

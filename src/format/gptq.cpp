@@ -1,7 +1,6 @@
 // GPTQ (AutoGPTQ / GPTQModel / AutoRound "gptq" format), per projection of N outputs x K inputs,
-// pf = 32 / bits fields per int32, LSB first (spec/vllm-wna16-moe.md §3.1; AutoGPTQ
-// auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py `pack`, GPTQModel
-// gptqmodel/nn_modules/qlinear/__init__.py `pack_block`):
+// pf = 32 / bits fields per int32, LSB first (AutoGPTQ auto_gptq/nn_modules/qlinear/
+// qlinear_cuda_old.py `pack`, GPTQModel gptqmodel/nn_modules/qlinear/__init__.py `pack_block`):
 //   qweight I32 [K/pf, N]  packed along K: code (n, k) is field k % pf of qweight[k / pf][n]
 //   qzeros  I32 [G, N/pf]  packed along N: zero (n, g) is field n % pf of qzeros[g][n / pf];
 //                          v1 ("gptq") stores z - 1 (read back as (field + 1) & mask, AutoGPTQ
@@ -9,10 +8,16 @@
 //   scales  F16/BF16/F32 [G, N], g_idx I32 [K], bias [N] (optional)
 // Symmetric checkpoints still carry qzeros, all equal to 2^(bits-1) (auto_gptq quantizer.py
 // `zero = (maxq + 1) / 2`); the reader checks that instead of trusting the config.
+// quantization_config (also quantize_config.json): bits, group_size, desc_act, sym,
+// format | checkpoint_format, and dynamic: per-module overrides keyed by a Python regex ("+:" or
+// no prefix: these parameters, "-:": left unquantized), the first match winning.
 #include <fmt/format.h>
 
 #include "core/check.hpp"
 #include "format/adapter.hpp"
+#include "format/json_fields.hpp"
+#include "format/module_pattern.hpp"
+#include "format/quant_method.hpp"
 #include "format/tensor_read.hpp"
 
 namespace qmoe::format {
@@ -134,11 +139,65 @@ class GptqAdapter final : public FormatAdapter {
   }
 };
 
+QuantScheme gptq_scheme(const ordered_json& q, std::string_view file, const QuantScheme& base) {
+  QuantScheme s = base;
+  s.bits = static_cast<int>(get_int(q, "bits", file, base.bits));
+  s.group_size = static_cast<int>(get_int(q, "group_size", file, base.group_size));
+  if (s.group_size == -1) s.group_size = kChannelwise;
+  s.zero_point =
+      get_bool(q, "sym", file, !base.has_zero_points()) ? ZeroPoint::none : ZeroPoint::explicit_;
+  // vLLM (auto_gptq.py) normalizes desc_act with channelwise scales to no act-order: one group
+  // makes the permutation irrelevant.
+  s.act_order = get_bool(q, "desc_act", file, base.act_order) && s.group_size != kChannelwise;
+  return s;
+}
+
+class GptqMethod final : public QuantMethod {
+ public:
+  QuantConfig parse(const ordered_json& q, std::string_view file) const override {
+    QuantConfig c;
+    QuantScheme defaults;
+    defaults.group_size = kChannelwise;
+    c.scheme = gptq_scheme(q, file, defaults);
+    const std::string format =
+        get_string(q, "format", file, get_string(q, "checkpoint_format", file, "gptq"));
+    check(format == "gptq" || format == "gptq_v2",
+          "{}: GPTQ format '{}' is not supported (valid: gptq, gptq_v2; marlin and gptq_p are "
+          "kernel-specific repacks)",
+          file, format);
+    c.gptq_version = format == "gptq_v2" ? 2 : 1;
+    if (const ordered_json* d = find_key(q, "dynamic")) {
+      check(d->is_object(), "{}: GPTQ 'dynamic' must be an object of module patterns", file);
+    }
+    return c;
+  }
+
+  std::optional<QuantScheme> scheme_for(const QuantConfig& config,
+                                        const std::string& module) const override {
+    const ordered_json* dynamic = find_key(config.raw, "dynamic");
+    if (!dynamic) return config.scheme;
+    for (const auto& [key, overrides] : dynamic->items()) {
+      const bool negative = key.rfind("-:", 0) == 0;
+      const std::string pattern = key.rfind("+:", 0) == 0 || negative ? key.substr(2) : key;
+      if (!python_re_match(pattern, module)) continue;
+      if (negative) return std::nullopt;
+      check(overrides.is_object(), "GPTQ dynamic['{}'] must be an object of overrides", key);
+      return gptq_scheme(overrides, fmt::format("GPTQ dynamic['{}']", key), config.scheme);
+    }
+    return config.scheme;
+  }
+};
+
 }  // namespace
 
 const FormatAdapter& gptq_adapter() {
   static const GptqAdapter adapter;
   return adapter;
+}
+
+const QuantMethod& gptq_method() {
+  static const GptqMethod method;
+  return method;
 }
 
 }  // namespace qmoe::format

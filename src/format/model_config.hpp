@@ -1,6 +1,7 @@
 #pragma once
 // config.json of a Hugging Face-style model directory: the MoE shape and routing, and the
-// quantization method with the scheme it gives each module.
+// quantization config with the scheme it gives each module. Each format's quantization method
+// reads its own quantization_config (quant_method.hpp, found through registry.hpp).
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,8 +24,8 @@ struct QuantConfig {
   ordered_json raw;      // quantization_config as written
 
   // The scheme of a module (e.g. "model.layers.0.mlp.experts.3.gate_proj"), or nullopt when the
-  // config leaves it unquantized (GPTQ dynamic "-:", AWQ modules_to_not_convert, CT ignore).
-  // GPTQ dynamic overrides and CT config_groups targets are resolved here.
+  // config leaves it unquantized (GPTQ dynamic "-:", AWQ modules_to_not_convert, CT ignore), by
+  // the rules of the format's quantization method (quant_method.hpp).
   std::optional<QuantScheme> scheme_for(const std::string& module) const;
 };
 
@@ -44,11 +45,5 @@ ModelConfig parse_model_config(const ordered_json& config, std::string_view file
                                const ordered_json* fallback_quant = nullptr);
 // Reads dir/config.json (and dir/quantize_config.json when present).
 ModelConfig read_model_config(const std::filesystem::path& dir);
-
-// Python re.match semantics: the pattern must match at the start of `text`, not necessarily to its
-// end. Throws Error on a pattern std::regex cannot compile, and on one Python refuses as a
-// "multiple repeat" (a quantifier on a quantifier, such as ".**", which std::regex would run with
-// exponential backtracking).
-bool python_re_match(const std::string& pattern, const std::string& text);
 
 }  // namespace qmoe::format

@@ -1,5 +1,5 @@
-// Each format quirk against packed words worked out by hand (spec/vllm-wna16-moe.md §3.6): one
-// projection of N = 8 outputs and K = 16 inputs, group size 8 (G = 2). The expected words are
+// Each format quirk against packed words worked out by hand (the layouts in each format's file):
+// one projection of N = 8 outputs and K = 16 inputs, group size 8 (G = 2). The expected words are
 // written out here from the layout rules, not produced by the code under test; each test writes
 // the projection, checks the stored words, then reads the file back.
 #include <gtest/gtest.h>
@@ -92,7 +92,7 @@ TEST(GoldenGptq, Int4WeightsPackAlongK) {
   EXPECT_EQ(w->words("qweight"), expected);
   EXPECT_EQ(w->words("g_idx"),
             (std::vector<uint32_t>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}));
-  expect_same(gptq_adapter().read(w->store, w->spec), p);
+  expect_same(adapter_for(CheckpointFormat::gptq).read(w->store, w->spec), p);
 }
 
 // qzeros [G, N/8]: along N, n % 8 is the nibble. z = n + 1: v2 stores it (0x87654321), v1 stores
@@ -103,10 +103,10 @@ TEST(GoldenGptq, ZeroPointsPackAlongNWithTheV1Offset) {
   const auto v2 = write(CheckpointFormat::gptq, s, p, 2);
   EXPECT_EQ(v2->shape("qzeros"), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(v2->words("qzeros"), repeat(0x87654321u, 2));
-  expect_same(gptq_adapter().read(v2->store, v2->spec), p);
+  expect_same(adapter_for(CheckpointFormat::gptq).read(v2->store, v2->spec), p);
   const auto v1 = write(CheckpointFormat::gptq, s, p, 1);
   EXPECT_EQ(v1->words("qzeros"), repeat(0x76543210u, 2));
-  expect_same(gptq_adapter().read(v1->store, v1->spec), p);
+  expect_same(adapter_for(CheckpointFormat::gptq).read(v1->store, v1->spec), p);
 }
 
 // Symmetric GPTQ still stores qzeros: 8 everywhere, i.e. 0x77777777 in v1 and 0x88888888 in v2;
@@ -130,7 +130,7 @@ TEST(GoldenGptq, V1ZeroPointZeroStaysInItsField) {
   p.zeros.at(0, 0) = 0;  // n = 0, g = 0: the lowest nibble of qzeros[0][0]
   const auto w = write(CheckpointFormat::gptq, s, p, 1);
   EXPECT_EQ(w->words("qzeros"), (std::vector<uint32_t>{0x7654321Fu, 0x76543210u}));
-  expect_same(gptq_adapter().read(w->store, w->spec), p);
+  expect_same(adapter_for(CheckpointFormat::gptq).read(w->store, w->spec), p);
 }
 
 // int8: 4 codes per int32 along K, byte k % 4.
@@ -145,7 +145,7 @@ TEST(GoldenGptq, Int8WeightsPackFourPerWord) {
     expected.insert(expected.end(), row.begin(), row.end());
   }
   EXPECT_EQ(w->words("qweight"), expected);
-  expect_same(gptq_adapter().read(w->store, w->spec), p);
+  expect_same(adapter_for(CheckpointFormat::gptq).read(w->store, w->spec), p);
 }
 
 // A sym config whose qzeros do not hold the implicit zero (here: a v2 file read as v1, the
@@ -156,7 +156,7 @@ TEST(GoldenGptq, SymQzerosThatContradictTheConfigAreRefused) {
       write(CheckpointFormat::gptq, s, projection(s, [](int64_t, int64_t k) { return k; }), 2);
   ProjectionSpec as_v1 = w->spec;
   as_v1.gptq_version = 1;
-  test::expect_error([&] { gptq_adapter().read(w->store, as_v1); },
+  test::expect_error([&] { adapter_for(CheckpointFormat::gptq).read(w->store, as_v1); },
                      "m.qzeros: the config says sym, so every zero point must be 8");
 }
 
@@ -170,7 +170,7 @@ TEST(GoldenAwq, InterleavedNibbleOrder) {
   EXPECT_EQ(w->words("qweight"), repeat(0x75316420u, 16));
   EXPECT_EQ(w->shape("qzeros"), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(w->words("qzeros"), repeat(0x86427531u, 2));
-  expect_same(awq_adapter().read(w->store, w->spec), p);
+  expect_same(adapter_for(CheckpointFormat::awq).read(w->store, w->spec), p);
 }
 
 // compressed-tensors weight_packed [N, K/8]: N-first, along K. Stored values are signed + 8, so
@@ -188,7 +188,7 @@ TEST(GoldenCompressedTensors, PackedAlongKWithZerosAlongN) {
   EXPECT_EQ(w->words("weight_zero_point"), repeat(0x87654321u, 2));
   EXPECT_EQ(w->shape("weight_shape"), (std::vector<int64_t>{2}));
   EXPECT_EQ(w->words("weight_shape"), (std::vector<uint32_t>{8, 0, 16, 0}));  // I64 [8, 16]
-  expect_same(compressed_tensors_adapter().read(w->store, w->spec), p);
+  expect_same(adapter_for(CheckpointFormat::compressed_tensors).read(w->store, w->spec), p);
 }
 
 // Scales keep their orientation per format: GPTQ/AWQ [G, N], compressed-tensors [N, G].

@@ -1,5 +1,5 @@
-// gpt-oss MXFP4 read from a directory written byte by byte here (spec/vllm-wna16-moe.md §3.5, 3.6):
-// one expert, H = I = 32 (one 32-value block per row).
+// gpt-oss MXFP4 read from a directory written byte by byte here (layout in
+// src/format/gpt_oss_mxfp4.cpp): one expert, H = I = 32 (one 32-value block per row).
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "format/model_config.hpp"
+#include "format/module_pattern.hpp"
 #include "support/expect_error.hpp"
 
 namespace qmoe::format {
