@@ -91,7 +91,7 @@ DirectGemm::DirectGemm(const DirectGemmSpec& spec)
 
 Buffer DirectGemm::run(const GemmPlan& plan) {
   const int64_t padded = int64_t(sorted_pairs_.size());
-  EXPECT_GT(resident_ctas(spec_.dtype, problem.w.bits, plan.tile_rows, plan.share_activations,
+  EXPECT_GT(resident_ctas({problem.w.element, spec_.dtype}, plan.tile_rows, plan.share_activations,
                           plan.strip_run),
             0);
   Buffer out(spec_.dtype, {padded, out_cols()});

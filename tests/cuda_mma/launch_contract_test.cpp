@@ -13,7 +13,7 @@ namespace {
 
 cudaError_t launch(GemmPlan plan, DType dtype = DType::bf16) {
   GemmProblem problem;
-  problem.w.bits = 4;
+  problem.w.element = WeightElement::int4;
   return launch_expert_gemm(problem, plan, dtype, nullptr);
 }
 
@@ -61,7 +61,7 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
 // weights, the launch also the activation rows, which must be 16-byte aligned.
 TEST(CudaMmaLaunch, StripRunsFallBackWhereTheStagedLoopCannotRun) {
   GemmProblem problem;
-  problem.w.bits = 4;
+  problem.w.element = WeightElement::int4;
   problem.w.K = 1024, problem.w.chunks = 16, problem.w.strips = 32;
   problem.a = reinterpret_cast<const void*>(uintptr_t{4096});
   problem.a_stride = 1024;
@@ -90,7 +90,7 @@ TEST(CudaMmaLaunch, StripRunsFallBackWhereTheStagedLoopCannotRun) {
   EXPECT_EQ(effective_strip_run(shifted, pair), 1);
   EXPECT_EQ(effective_strip_run(act_order, pair), 1);
   GemmProblem int8 = problem;
-  int8.w.bits = 8, int8.w.chunks = 32;
+  int8.w.element = WeightElement::int8, int8.w.chunks = 32;
   EXPECT_EQ(effective_strip_run(int8, pair), 1);
 }
 

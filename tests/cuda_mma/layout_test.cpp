@@ -30,15 +30,15 @@ struct Place {
   int row;
   int64_t k;
 };
-Place place(int bits, int64_t c, int lane, int j, int i) {
+Place place(WeightElement element, int64_t c, int lane, int j, int i) {
   const int g = lane / 4, t = lane % 4;
   int span, jj, reg, half;
-  if (bits == 4) {
+  if (code_bits(element) == 4) {
     span = j / 2, jj = j % 2, reg = i % 4, half = i / 4;
   } else {
     span = 0, jj = j / 2, reg = 2 * (j % 2) + i / 2, half = i % 2;
   }
-  const int64_t k_a = c * chunk_k(bits) + span * kSpanK + 8 * t + 4 * jj;
+  const int64_t k_a = c * chunk_k(element) + span * kSpanK + 8 * t + 4 * jj;
   return {reg % 2 == 0 ? g : g + 8, k_a + (reg >= 2 ? 2 : 0) + half};
 }
 
@@ -53,9 +53,10 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
     if (n >= packed_rows) return -1;
     return rows.empty() ? n : rows[size_t(n)];
   };
+  ASSERT_EQ(v.element, bits == 4 ? WeightElement::int4 : WeightElement::int8);
   ASSERT_EQ(v.N, packed_rows);
   ASSERT_EQ(v.strips, (packed_rows + 15) / 16);
-  ASSERT_EQ(v.K_pad % chunk_k(bits), 0);
+  ASSERT_EQ(v.K_pad % chunk_k(v.element), 0);
   for (int64_t e = 0; e < w.E; ++e)
     for (int64_t s = 0; s < v.strips; ++s)
       for (int64_t c = 0; c < v.chunks; ++c)
@@ -67,7 +68,7 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
                                   uint32_t(bytes[4 * j + 2]) << 16 |
                                   uint32_t(bytes[4 * j + 3]) << 24;
             for (int i = 0; i < (bits == 4 ? 8 : 4); ++i) {
-              const Place at = place(bits, c, lane, j, i);
+              const Place at = place(v.element, c, lane, j, i);
               const int64_t n = source(s * 16 + at.row), ch = channel_of(p, w, e, at.k);
               const uint32_t got = bits == 4 ? word >> (4 * i) & 0xf : word >> (8 * i) & 0xff;
               const uint32_t want = (n >= 0 && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;

@@ -40,8 +40,8 @@ TEST_P(StripRuns, MatchSingleStripsAndTheFloat64Product) {
       {.scheme = c.scheme, .N = c.N, .K = c.K, .dtype = c.dtype, .fused = c.fused, .tile = c.tile});
   // Two strips per warp cost no residency.
   const bool shared = c.tile >= kMinSharedTileRows;
-  EXPECT_EQ(resident_ctas(c.dtype, gemm.problem.w.bits, c.tile, shared, 2),
-            resident_ctas(c.dtype, gemm.problem.w.bits, c.tile, shared, 1));
+  const Variant variant{gemm.problem.w.element, c.dtype};
+  EXPECT_EQ(resident_ctas(variant, c.tile, shared, 2), resident_ctas(variant, c.tile, shared, 1));
   auto run = [&](int strip_run) {
     const GemmPlan plan{
         .tile_rows = c.tile, .share_activations = shared, .strip_run = strip_run, .grid = 3};
@@ -143,7 +143,7 @@ TEST(StripRuns, PairTilesWithEveryCountOfLiveFragments) {
 TEST(StripRunsPlan, TakenWhereTheyPayAndNowhereElse) {
   QMOE_REQUIRE_GPU();
   PackedWeightView w;
-  w.bits = 4;
+  w.element = WeightElement::int4;
   w.N = 2048, w.K = 768, w.strips = 128, w.chunks = 12, w.K_pad = 768;
   auto run = [&](int64_t M) {
     const int64_t max_tiles = align_sizes(M * 8, 128, 8).max_tiles;
@@ -168,9 +168,9 @@ TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   auto plan = [](int bits, int64_t N, int64_t K, DType dtype = DType::bf16,
                  bool scales_bf16 = true) {
     PackedWeightView w;
-    w.bits = bits;
+    w.element = bits == 4 ? WeightElement::int4 : WeightElement::int8;
     w.scales_bf16 = scales_bf16;
-    w.N = N, w.K = K, w.K_pad = K, w.strips = N / 16, w.chunks = K / chunk_k(bits);
+    w.N = N, w.K = K, w.K_pad = K, w.strips = N / 16, w.chunks = K / chunk_k(w.element);
     w.groups = K / 128, w.spans_per_group = 4;
     const int64_t max_tiles = align_sizes(128 * 2, 8, 48).max_tiles;
     return plan_gemm(w, 48, 128, 2, 8, max_tiles, dtype);
@@ -182,7 +182,7 @@ TEST(StripRunsPlan, PairsWhereTheirRoundsCostLess) {
   EXPECT_EQ(w13.tail_parts, kMaxTailParts);  // shared tiles split their last round
   EXPECT_EQ(w2.strip_run, 2);
   // GEMM2's ~128 items take every resident CTA, so the kernel can split them in two.
-  EXPECT_EQ(w2.grid, resident_ctas(DType::bf16, 4, 48, true, 2));
+  EXPECT_EQ(w2.grid, resident_ctas({WeightElement::int4, DType::bf16}, 48, true, 2));
   EXPECT_FALSE(narrow.share_activations);
   EXPECT_EQ(narrow.strip_run, 1);
   EXPECT_EQ(w13_int8.strip_run, 1);

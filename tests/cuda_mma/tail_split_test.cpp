@@ -57,7 +57,7 @@ TEST_P(TailSplit, MatchesTheFloat64ProductDeterministically) {
   const int strips_per_warp = plan.share_activations ? plan.strip_run : 1;
   const int64_t items = gemm.tiles() * ((w.strips + plan.strips_per_cta * plan.strip_run - 1) /
                                         (plan.strips_per_cta * plan.strip_run));
-  const int per_iter = w.bits == 8 ? 2 : 1;  // chunks_per_iteration at 32 rows and more
+  const int per_iter = code_bits(w.element) == 8 ? 2 : 1;  // chunks_per_iteration at 32+ rows
   const int64_t per_warp = (w.chunks + plan.warps_k * per_iter - 1) / (plan.warps_k * per_iter);
   const int64_t slot_bytes = 8 * strips_per_warp * (c.spec.tile / 8) * 32 * 16;
   const int64_t enough = 1024;
@@ -66,7 +66,7 @@ TEST_P(TailSplit, MatchesTheFloat64ProductDeterministically) {
   // makes the wanted split (and, with few slots, one the slots cap: more parts would fit the idle
   // CTAs).
   const int resident =
-      resident_ctas(c.spec.dtype, w.bits, c.spec.tile, plan.share_activations, plan.strip_run);
+      resident_ctas({w.element, c.spec.dtype}, c.spec.tile, plan.share_activations, plan.strip_run);
   auto split_at = [&](int64_t grid, int64_t slots) {
     return expected_split(c.spec.tile, items, grid, per_warp, slots);
   };

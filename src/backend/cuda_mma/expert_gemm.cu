@@ -1,8 +1,5 @@
 // Work split and dispatch of the expert GEMM (the kernel is expert_gemm_kernel.cuh, instantiated
-// once per activation dtype in the generated expert_gemm_<dtype>.cu files).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// once per variant in the generated expert_gemm_<element>_<dtype>.cu files).
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -12,32 +9,27 @@
 #include <utility>
 
 #include "backend/cuda_mma/expert_gemm.hpp"
+#include "backend/cuda_mma/expert_gemm_ops.hpp"
 #include "cuda/device.hpp"
 
 namespace qmoe::cuda_mma {
 
-template <class T>
-cudaError_t launch_typed(const GemmProblem&, const GemmPlan&, cudaStream_t);
-template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run);
-
-int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run) {
+int resident_ctas(const Variant& variant, int tile_rows, bool shared, int run) {
+  const GemmOps* ops = gemm_ops(variant);
+  if (!ops) return 0;
   static std::mutex mutex;
-  static std::map<std::tuple<int, DType, int, int, bool, int>, int> cache;
+  static std::map<std::tuple<int, WeightElement, DType, int, bool, int>, int> cache;
   int device = 0;
   cudaGetDevice(&device);
   const std::lock_guard lock(mutex);
-  const auto key = std::make_tuple(device, dtype, bits, tile_rows, shared, run);
+  const auto key = std::make_tuple(device, variant.element, variant.act, tile_rows, shared, run);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int per_sm = dtype == DType::bf16
-                         ? ctas_per_sm_typed<__nv_bfloat16>(bits, tile_rows, shared, run)
-                         : ctas_per_sm_typed<__half>(bits, tile_rows, shared, run);
-  const int n = per_sm * current_cuda_device().sm_count;
+  const int n = ops->ctas_per_sm(tile_rows, shared, run) * current_cuda_device().sm_count;
   cache.emplace(key, n);
   return n;
 }
 
-bool runs_staged(const PackedWeightView& w) { return !w.k_source && w.K % chunk_k(w.bits) == 0; }
+bool runs_staged(const PackedWeightView& w) { return !w.k_source && w.K % chunk_k(w.element) == 0; }
 
 bool runs_strips(const PackedWeightView& w) {
   return runs_staged(w) && w.chunks % kRunChunkMultiple == 0;
@@ -45,13 +37,16 @@ bool runs_strips(const PackedWeightView& w) {
 
 int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
                       DType dtype) {
-  // The wider codes need the larger rings, so a tile that fits them fits both GEMMs.
-  const int bits = std::max(w13.bits, w2.bits);
-  auto pays_at_48_rows = [](const PackedWeightView& w) { return w.bits != 4 || runs_staged(w); };
+  auto pays_at_48_rows = [](const PackedWeightView& w) {
+    return code_bits(w.element) != 4 || runs_staged(w);
+  };
+  auto runs = [&](const PackedWeightView& w, int tile) {
+    return resident_ctas({w.element, dtype}, tile, false, 1) > 0;
+  };
   for (auto tile = std::rbegin(kTileRows); tile != std::rend(kTileRows); ++tile) {
     if (*tile > tile_rows) continue;
     if (*tile == 48 && !(pays_at_48_rows(w13) && pays_at_48_rows(w2))) continue;
-    if (resident_ctas(dtype, bits, *tile, false, 1) > 0) return *tile;
+    if (runs(w13, *tile) && runs(w2, *tile)) return *tile;
   }
   return kTileRows[0];
 }
@@ -98,8 +93,9 @@ AlignSizes workspace_align_sizes(int64_t M, int top_k, int64_t E) {
 
 GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_k, int64_t E,
                    int64_t max_tiles, DType dtype) {
+  const Variant variant{w.element, dtype};
   // Shared activations take one ring per CTA instead of one per warp, so more CTAs may fit.
-  const int resident_unshared = std::max(1, resident_ctas(dtype, w.bits, tile_rows, false, 1));
+  const int resident_unshared = std::max(1, resident_ctas(variant, tile_rows, false, 1));
   // Expected tiles: experts hit by M tokens under uniform routing, each padded to whole tiles.
   const double pairs = double(M) * top_k;
   const double hit = double(E) * (1.0 - std::pow(1.0 - double(top_k) / double(E), double(M)));
@@ -125,20 +121,20 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   constexpr double kL2Ratio = 2.5, kShareRatio = 6;
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
-  const double act_ratio = rows_per_tile * chunk_k(w.bits) * 2 / kCodeBytesPerChunk;
+  const double act_ratio = rows_per_tile * chunk_k(w.element) * 2 / kCodeBytesPerChunk;
   // Only the staged loop shares, and it runs where the layer has no act-order and its K is whole
   // chunks; counting on sharing elsewhere charged every split but 8 strips x 1 slice the
   // unshared ratio and so picked 8 strips for nothing (session 4 review).
   const bool may_share =
       runs_staged(w) && tile_rows >= kMinSharedTileRows && act_ratio >= kShareRatio;
   const int resident_shared =
-      may_share ? std::max(1, resident_ctas(dtype, w.bits, tile_rows, true, 1)) : resident_unshared;
+      may_share ? std::max(1, resident_ctas(variant, tile_rows, true, 1)) : resident_unshared;
   // A warp that owns whole strips may stream two in a row (GemmPlan::strip_run): one start-up
   // per two strips, half the items. Back to back only at the run tile (never shared; shared
   // tiles take two side by side, below), and only where a warp would have more than one strip
   // to go to.
   int resident_run = tile_rows == kRunTileRows && runs_strips(w) && w.strips > 8
-                         ? resident_ctas(dtype, w.bits, tile_rows, false, 2)
+                         ? resident_ctas(variant, tile_rows, false, 2)
                          : 0;
   const bool may_run = resident_run > 0;  // 0 also where the instance cannot run here
   GemmPlan plan;
@@ -177,8 +173,8 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // group's scale (as the weights' own rounding does), but bf16 scales into f16 may leave f16's
   // range (above 65504, or below 2^-14 where precision drops), so those layers keep fp32 scaling.
   const bool scales_fold = !(w.scales_bf16 && dtype == DType::f16);
-  const int resident_pair = plan.share_activations && w.bits == 4 && scales_fold
-                                ? resident_ctas(dtype, w.bits, tile_rows, true, 2)
+  const int resident_pair = plan.share_activations && code_bits(w.element) == 4 && scales_fold
+                                ? resident_ctas(variant, tile_rows, true, 2)
                                 : 0;
   if (resident_pair > 0 &&
       kPairItemCost * rounds(tiles * std::ceil(double(w.strips) / 16), resident_pair) <
@@ -208,14 +204,13 @@ int effective_strip_run(const GemmProblem& p, const GemmPlan& plan) {
       p.w.K % 8 == 0 && p.a_stride % 8 == 0 && reinterpret_cast<uintptr_t>(p.a) % 16 == 0;
   if (plan.strip_run != 2 || !rows_aligned) return 1;
   if (plan.tile_rows == kRunTileRows) return runs_strips(p.w) ? 2 : 1;
-  return plan.share_activations && p.w.bits == 4 && runs_staged(p.w) ? 2 : 1;
+  return plan.share_activations && code_bits(p.w.element) == 4 && runs_staged(p.w) ? 2 : 1;
 }
 
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,
                                cudaStream_t stream) {
-  if (dtype == DType::bf16) return launch_typed<__nv_bfloat16>(problem, plan, stream);
-  if (dtype == DType::f16) return launch_typed<__half>(problem, plan, stream);
-  return cudaErrorInvalidValue;
+  const GemmOps* ops = gemm_ops({problem.w.element, dtype});
+  return ops ? ops->launch(problem, plan, stream) : cudaErrorInvalidValue;
 }
 
 }  // namespace qmoe::cuda_mma

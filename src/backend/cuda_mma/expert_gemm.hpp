@@ -15,6 +15,14 @@
 
 namespace qmoe::cuda_mma {
 
+// One compiled variant of the kernel: the weights' element x the activation dtype (bf16 or f16),
+// each its own instantiation unit (expert_gemm_ops.hpp).
+struct Variant {
+  WeightElement element = WeightElement::int4;
+  DType act = DType::bf16;
+  friend bool operator==(const Variant&, const Variant&) = default;
+};
+
 struct GemmProblem {
   PackedWeightView w;
   // Activation row of sorted row r: a + row * a_stride (elements) with row = pair / top_k when
@@ -130,11 +138,11 @@ bool runs_strips(const PackedWeightView& w);
 int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWeightView& w2,
                       DType dtype);
 
-// Resident CTAs on the current device for the kernel instance of (dtype, bits, tile rows,
-// activations shared or not, strip run), asked once per device. The first call also opts the
-// instance into the shared memory it needs, which its launches require: plan_gemm calls it for
-// every instance it may plan.
-int resident_ctas(DType dtype, int bits, int tile_rows, bool shared, int run);
+// Resident CTAs on the current device for the kernel instance of (variant, tile rows,
+// activations shared or not, strip run), asked once per device; 0 where it cannot run (or the
+// build has no such variant). The first call also opts the instance into the shared memory it
+// needs, which its launches require: plan_gemm calls it for every instance it may plan.
+int resident_ctas(const Variant& variant, int tile_rows, bool shared, int run);
 
 // Picks strips_per_cta / warps_k so that the expected work items fill the resident CTAs in
 // whole waves (decode: split K across warps rather than leave SMs idle), whether the warps of
@@ -149,8 +157,8 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
 // the weights).
 int effective_strip_run(const GemmProblem& problem, const GemmPlan& plan);
 
-// One launch; dtype bf16 or f16 (one instantiation unit each). `plan` comes from plan_gemm on
-// the current device, which also opted the kernel into its shared memory there.
+// One launch of the variant (problem.w.element, dtype); dtype bf16 or f16. `plan` comes from
+// plan_gemm on the current device, which also opted the kernel into its shared memory there.
 cudaError_t launch_expert_gemm(const GemmProblem& problem, const GemmPlan& plan, DType dtype,
                                cudaStream_t stream);
 

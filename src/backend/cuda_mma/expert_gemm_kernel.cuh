@@ -22,6 +22,7 @@
 
 #include "backend/cuda_mma/epilogue.cuh"
 #include "backend/cuda_mma/expert_gemm.hpp"
+#include "backend/cuda_mma/expert_gemm_ops.hpp"
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
 #include "backend/cuda_mma/tail_split.cuh"
@@ -45,17 +46,17 @@ inline constexpr bool kFewerFragmentLoops = (kRun > 1 && kShared) && (BM >= 32 &
 // on padding rows. Not at 64-row tiles: with the two loops compiled in next to it, the full loop
 // there grew 2% (972 -> 991 instructions per 3 iterations, register allocation) and Mixtral-8x7B
 // at 1024 tokens ran 2.6% slower (bench/NOTES.md, session 12 run 1).
-template <class T, int BITS, int BM, bool kShared, int kRun>
+template <class T, WeightElement kElem, int BM, bool kShared, int kRun>
 __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e, int64_t strip,
                                                 int c_begin, int c_end, int lane,
                                                 const T* const (&rows)[BM / 8], uint32_t code_ring,
                                                 uint32_t act_ring, int rank, int live,
                                                 float (&acc)[kRun][BM / 8][4]) {
-  constexpr int kSpans = WarpRing<BITS, BM>::kSpansPerIter;
+  constexpr int kSpans = WarpRing<kElem, BM>::kSpansPerIter;
   constexpr int kFrags = BM / 8;
   const int spans_per_group = int(w.spans_per_group);
   auto loop = [&]<int kFlushSpans, int kLiveFrags = kFrags>() {
-    staged_k_loop<T, BITS, BM, kFlushSpans, kShared, kRun, kLiveFrags>(
+    staged_k_loop<T, kElem, BM, kFlushSpans, kShared, kRun, kLiveFrags>(
         w, e, strip, c_begin, c_end, lane, rows, code_ring, act_ring, rank, acc);
   };
   if (spans_per_group % kSpans == 0) {
@@ -79,9 +80,9 @@ __device__ __forceinline__ void staged_dispatch(const PackedWeightView& w, int e
 template <int BM, int kRun>
 inline constexpr int kCodeStrips = kRun > 1 && kMayShare<BM> ? 2 : 1;
 
-template <int BITS, int BM, int kRun>
+template <WeightElement kElem, int BM, int kRun>
 constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
-  using Rings = CtaRings<BITS, BM, kCodeStrips<BM, kRun>>;
+  using Rings = CtaRings<kElem, BM, kCodeStrips<BM, kRun>>;
   if (kMayShare<BM> && share_activations) return Rings::bytes(true);
   return std::max(Rings::bytes(false), size_t(kWarps) * BM * kRedStride * sizeof(float));
 }
@@ -92,11 +93,11 @@ constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
 // CTA, and uses 172-232 registers. int4 at 48 rows runs where the plan shares (30 KB of rings,
 // 42 KB with two strips per warp; fitting_tile_rows): two CTAs, its 6 fragments of accumulators
 // (12 with two strips) in 128 registers.
-template <int BITS, int BM>
+template <WeightElement kElem, int BM>
 constexpr int resident_ctas_target() {
   if constexpr (BM == 8)
     return 3;
-  else if constexpr (BM == 16 || (BM <= 48 && BITS == 4))
+  else if constexpr (BM == 16 || (BM <= 48 && code_bits(kElem) == 4))
     return 2;
   else
     return 1;
@@ -104,9 +105,9 @@ constexpr int resident_ctas_target() {
 
 // kRun (GemmPlan::strip_run): strips per warp, 2 only with one K slice and a layer the staged
 // loop takes: back to back at kRunTileRows rows (nothing shared), side by side at tiles that
-// share (launch_typed checks; see staged_k_loop).
-template <class T, int BITS, int BM, int kRun>
-__global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
+// share (launch_instance checks; see staged_k_loop).
+template <class T, WeightElement kElem, int BM, int kRun>
+__global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
     expert_gemm_kernel(const GemmProblem p, const int strips_per_cta, const int warps_k,
                        const bool share_activations, const int tail_parts) {
   constexpr int kFrags = BM / 8;
@@ -117,13 +118,13 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   // __align__(128) cost nothing (bench/NOTES.md, session 4 runs 5-6, session 5 run 1).
   extern __shared__ uint4 shared_sh[];
   float* red_sh = reinterpret_cast<float*>(shared_sh);
-  using Rings = CtaRings<BITS, BM, kCodeStrips<BM, kRun>>;
+  using Rings = CtaRings<kElem, BM, kCodeStrips<BM, kRun>>;
   const bool shared_rings = kMayShare<BM> && share_activations;
   const uint32_t base_sh = shared_address(shared_sh);
   const uint32_t code_ring = base_sh + Rings::code_ring(threadIdx.x / 32, shared_rings);
   const uint32_t act_ring = base_sh + Rings::act_ring(threadIdx.x / 32, shared_rings);
 
-  zero_activation_slots<BITS, BM>(act_ring, threadIdx.x % 32);
+  zero_activation_slots<kElem, BM>(act_ring, threadIdx.x % 32);
   __syncthreads();  // before the warps of a slice copy into the CTA's ring
 
   const PackedWeightView& w = p.w;
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const int strips_per_item = strips_per_cta * kRun;
   const int n_tiles = int((w.strips + strips_per_item - 1) / strips_per_item);
   // Whole iterations per warp, so that every warp's range starts at an iteration boundary.
-  constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
+  constexpr int kChunksPerIter = chunks_per_iteration<kElem, BM>();
   const int chunks_per_warp =
       int((w.chunks + warps_k * kChunksPerIter - 1) / (warps_k * kChunksPerIter)) * kChunksPerIter;
   // Everything global comes from the kernels before this one (alignment, GEMM1's output).
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
   const bool vector_ok =
       (w.K % 8 == 0) && (p.a_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0);
   const bool plain = vector_ok && !w.k_source;
-  const int full_chunks = int(w.K / chunk_k(BITS));  // chunks whose activations all lie inside K
+  const int full_chunks = int(w.K / chunk_k(kElem));  // chunks whose activations all lie inside K
   const T* a_gl = static_cast<const T*>(p.a);
   const int tile_n = strips_per_cta * kStripRows;
   const int tile_n_log2 = __ffs(tile_n) - 1;  // strips_per_cta is a power of two
@@ -217,27 +218,27 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
     // are never stored); otherwise it has nothing to do.
     if constexpr (kRun > 1 && kMayShare<BM>) {
       if (e >= 0)
-        staged_dispatch<T, BITS, BM, true, kRun>(w, e, min(strip, w.strips - 1), c_begin, c_end,
-                                                 lane, rows, code_ring, act_ring, warp, live,
-                                                 acc_run);
+        staged_dispatch<T, kElem, BM, true, kRun>(w, e, min(strip, w.strips - 1), c_begin, c_end,
+                                                  lane, rows, code_ring, act_ring, warp, live,
+                                                  acc_run);
     } else if constexpr (kRun > 1) {
       if (e >= 0 && strip < w.strips)
-        staged_dispatch<T, BITS, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
-                                                  act_ring, warp, live, acc_run);
+        staged_dispatch<T, kElem, BM, false, kRun>(w, e, strip, 0, c_end, lane, rows, code_ring,
+                                                   act_ring, warp, live, acc_run);
     } else if (e >= 0 && c_begin < c_end) {
       const bool staged_rows = plain && c_end <= full_chunks;
       if (staged_rows) {
         // Sharing comes with warps_k 1 (plan_gemm): the slice is the CTA.
         if (shared_rings)
-          staged_dispatch<T, BITS, BM, kMayShare<BM>, 1>(w, e, min(strip, w.strips - 1), c_begin,
-                                                         c_end, lane, rows, code_ring, act_ring,
-                                                         warp, live, acc_run);
+          staged_dispatch<T, kElem, BM, kMayShare<BM>, 1>(w, e, min(strip, w.strips - 1), c_begin,
+                                                          c_end, lane, rows, code_ring, act_ring,
+                                                          warp, live, acc_run);
         else if (strip < w.strips)
-          staged_dispatch<T, BITS, BM, false, 1>(w, e, strip, c_begin, c_end, lane, rows, code_ring,
-                                                 act_ring, warp, live, acc_run);
+          staged_dispatch<T, kElem, BM, false, 1>(w, e, strip, c_begin, c_end, lane, rows,
+                                                  code_ring, act_ring, warp, live, acc_run);
       } else if (strip < w.strips)
-        general_k_loop<T, BITS, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
-                                    acc);
+        general_k_loop<T, kElem, BM>(p, e, strip, c_begin, c_end, lane, rows, vector_ok, code_ring,
+                                     acc);
     }
 
     if (kTailSplits && unit.tail_item >= 0 && split.parts > 1) {
@@ -326,45 +327,41 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<BITS, BM>())
 // per device), so the launch itself does not repeat a driver call per forward. Instances with
 // two strips per warp side by side only run shared: their unshared rings (168 KB at 48 rows)
 // would exceed an sm_80 SM's opt-in and turn them off there.
-template <class T, int BITS, int BM, int kRun>
+template <class T, WeightElement kElem, int BM, int kRun>
 cudaError_t allow_shared_bytes() {
   return cudaFuncSetAttribute(
-      expert_gemm_kernel<T, BITS, BM, kRun>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(expert_gemm_shared_bytes<BITS, BM, kRun>(kCodeStrips<BM, kRun> > 1)));
+      expert_gemm_kernel<T, kElem, BM, kRun>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      int(expert_gemm_shared_bytes<kElem, BM, kRun>(kCodeStrips<BM, kRun> > 1)));
 }
 
 // A run's range is whole iterations of the run tile's loop (staged_k_loop).
-static_assert(chunks_per_iteration<4, kRunTileRows>() == kRunChunkMultiple &&
-              chunks_per_iteration<8, kRunTileRows>() == kRunChunkMultiple);
+static_assert(chunks_per_iteration<WeightElement::int4, kRunTileRows>() == kRunChunkMultiple &&
+              chunks_per_iteration<WeightElement::int8, kRunTileRows>() == kRunChunkMultiple);
 
-// Calls f.template operator()<BITS, BM, kRun>() for the compiled instance of (bits, tile rows,
-// strip run): 4 or 8 bits, tiles of kTileRows rows (choose_tile_rows), 2 strips per warp at
-// kRunTileRows rows and, int4 only, at 32 rows and more (elsewhere run is taken as 1).
-template <class F>
-auto with_instance(int bits, int tile_rows, int run, F&& f) {
-  const bool int4 = bits == 4;
+// Calls f.template operator()<BM, kRun>() for the compiled instance of (tile rows, strip run):
+// tiles of kTileRows rows (choose_tile_rows), 2 strips per warp at kRunTileRows rows and, with
+// 4-bit codes only, at 32 rows and more (elsewhere run is taken as 1).
+template <WeightElement kElem, class F>
+auto with_instance(int tile_rows, int run, F&& f) {
+  auto side_by_side = [&]<int BM>() {
+    if constexpr (code_bits(kElem) == 4) {
+      if (run == 2) return f.template operator()<BM, 2>();
+    }
+    return f.template operator()<BM, 1>();
+  };
   switch (tile_rows) {
     case kRunTileRows:
-      if (run == 2)
-        return int4 ? f.template operator()<4, kRunTileRows, 2>()
-                    : f.template operator()<8, kRunTileRows, 2>();
-      return int4 ? f.template operator()<4, kRunTileRows, 1>()
-                  : f.template operator()<8, kRunTileRows, 1>();
-    case 16: return int4 ? f.template operator()<4, 16, 1>() : f.template operator()<8, 16, 1>();
-    case 32:
-      if (run == 2 && int4) return f.template operator()<4, 32, 2>();
-      return int4 ? f.template operator()<4, 32, 1>() : f.template operator()<8, 32, 1>();
-    case 48:
-      if (run == 2 && int4) return f.template operator()<4, 48, 2>();
-      return int4 ? f.template operator()<4, 48, 1>() : f.template operator()<8, 48, 1>();
-    default:
-      if (run == 2 && int4) return f.template operator()<4, 64, 2>();
-      return int4 ? f.template operator()<4, 64, 1>() : f.template operator()<8, 64, 1>();
+      return run == 2 ? f.template operator()<kRunTileRows, 2>()
+                      : f.template operator()<kRunTileRows, 1>();
+    case 16: return f.template operator()<16, 1>();
+    case 32: return side_by_side.template operator()<32>();
+    case 48: return side_by_side.template operator()<48>();
+    default: return side_by_side.template operator()<64>();
   }
 }
 
-template <class T>
-cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
+template <class T, WeightElement kElem>
+cudaError_t launch_instance(const GemmProblem& p, const GemmPlan& plan, cudaStream_t stream) {
   if (std::find(std::begin(kTileRows), std::end(kTileRows), plan.tile_rows) == std::end(kTileRows))
     return cudaErrorInvalidValue;
   // The kernel's warps are strips x K slices, and a slice shares its activations only when it is
@@ -378,28 +375,32 @@ cudaError_t launch_typed(const GemmProblem& p, const GemmPlan& plan, cudaStream_
   const bool pair_tile = plan.share_activations && plan.tile_rows >= kMinSharedTileRows;
   if (plan.strip_run != 1 && (plan.strip_run != 2 || plan.warps_k != 1 || !(run_tile || pair_tile)))
     return cudaErrorInvalidValue;
-  return with_instance(
-      p.w.bits, plan.tile_rows, effective_strip_run(p, plan), [&]<int BITS, int BM, int kRun>() {
+  return with_instance<kElem>(
+      plan.tile_rows, effective_strip_run(p, plan), [&]<int BM, int kRun>() {
         return cuda::launch_dependent(
-            expert_gemm_kernel<T, BITS, BM, kRun>, plan.grid, kThreads,
-            expert_gemm_shared_bytes<BITS, BM, kRun>(plan.share_activations), stream, p,
+            expert_gemm_kernel<T, kElem, BM, kRun>, plan.grid, kThreads,
+            expert_gemm_shared_bytes<kElem, BM, kRun>(plan.share_activations), stream, p,
             plan.strips_per_cta, plan.warps_k, plan.share_activations, plan.tail_parts);
       });
 }
 
-template <class T>
-int ctas_per_sm_typed(int bits, int tile_rows, bool shared, int run) {
-  return with_instance(bits, tile_rows, run, [&]<int BITS, int BM, int kRun>() {
+template <class T, WeightElement kElem>
+int ctas_per_sm(int tile_rows, bool shared, int run) {
+  return with_instance<kElem>(tile_rows, run, [&]<int BM, int kRun>() {
     int n = 0;
-    if (allow_shared_bytes<T, BITS, BM, kRun>() != cudaSuccess ||
+    if (allow_shared_bytes<T, kElem, BM, kRun>() != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, expert_gemm_kernel<T, BITS, BM, kRun>, kThreads,
-            expert_gemm_shared_bytes<BITS, BM, kRun>(shared)) != cudaSuccess) {
+            &n, expert_gemm_kernel<T, kElem, BM, kRun>, kThreads,
+            expert_gemm_shared_bytes<kElem, BM, kRun>(shared)) != cudaSuccess) {
       cudaGetLastError();  // the instance cannot run here; a later launch must not see the error
       return 0;
     }
     return n;
   });
 }
+
+// The entry points of variant (T, kElem), exported by its instance file.
+template <class T, WeightElement kElem>
+inline constexpr GemmOps kGemmOps{launch_instance<T, kElem>, ctas_per_sm<T, kElem>};
 
 }  // namespace qmoe::cuda_mma

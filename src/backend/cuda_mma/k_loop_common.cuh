@@ -13,9 +13,9 @@ inline constexpr int kWarps = 8;  // per CTA
 
 // Chunks a warp multiplies per iteration: at most 1 KB of codes; at tiles of 16 rows and more the
 // registers go to accumulators and to the iteration's activations.
-template <int BITS, int BM>
+template <WeightElement kElem, int BM>
 __host__ __device__ constexpr int chunks_per_iteration() {
-  return BM == 8 || BITS == 8 ? 2 : 1;
+  return BM == 8 || code_bits(kElem) == 8 ? 2 : 1;
 }
 
 // The staging areas in shared memory, filled by cp.async. Each lane copies and later reads
@@ -28,10 +28,10 @@ __host__ __device__ constexpr int chunks_per_iteration() {
 // A warp's code ring is [kCodeStages][kStrips][kChunksPerIter] slots (kStrips: the strips the
 // warp multiplies together, staged_k_loop), an activation ring [kActStages][kSpansPerIter][BM / 8]
 // slots; every slot is 16 bytes of 32 lanes. CtaRings places them.
-template <int BITS, int BM, int kStrips = 1>
+template <WeightElement kElem, int BM, int kStrips = 1>
 struct WarpRing {
-  static constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
-  static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(BITS);
+  static constexpr int kChunksPerIter = chunks_per_iteration<kElem, BM>();
+  static constexpr int kSpansPerIter = kChunksPerIter * spans_per_chunk(kElem);
   // cp.async groups complete in order, so the wait for the activations also bounds the codes'
   // lead: more code stages than activation stages would buy nothing (bench/NOTES.md, session 3
   // run 2).
@@ -50,9 +50,9 @@ struct WarpRing {
 // Shared, the kWarps code rings and then the CTA's one activation ring: 24 KB at 32 rows of
 // int4, 30 KB at 48 (two CTAs per SM where the registers allow), 36 KB at 64; with two strips
 // per warp (kStrips 2) 36, 42 and 48 KB.
-template <int BITS, int BM, int kStrips = 1>
+template <WeightElement kElem, int BM, int kStrips = 1>
 struct CtaRings {
-  using Ring = WarpRing<BITS, BM, kStrips>;
+  using Ring = WarpRing<kElem, BM, kStrips>;
   __host__ __device__ static constexpr uint32_t code_ring(int warp, bool shared) {
     return uint32_t(warp) * (shared ? Ring::kCodeBytes : Ring::kCodeBytes + Ring::kActBytes);
   }
@@ -76,17 +76,19 @@ struct GroupParams {
   ZeroOffsets zeros;
 };
 
+// Without zero_base the weights are symmetric: both rows' zero is 2^(code bits - 1).
+template <WeightElement kElem>
 __device__ __forceinline__ RawGroup load_group(const uint32_t* scale_base,
-                                               const uint16_t* zero_base, int64_t at, int bits) {
-  const uint32_t mid = 1u << (bits - 1);
+                                               const uint16_t* zero_base, int64_t at) {
+  constexpr uint32_t mid = 1u << (code_bits(kElem) - 1);
   return {load_line_hinted(scale_base + at),
           zero_base ? load_line_hinted(zero_base + at) : mid | mid << 8};
 }
 
-template <class T, int BITS>
+template <class T>
 __device__ __forceinline__ GroupParams decode_group(RawGroup raw, bool bf16_scales) {
   return {unpack_scales(raw.scales, bf16_scales),
-          zero_offsets<T, BITS>(raw.zeros & 0xff, raw.zeros >> 8)};
+          zero_offsets<T>(raw.zeros & 0xff, raw.zeros >> 8)};
 }
 
 // The two mma steps of span s of one chunk per strip (a lane's 16 bytes of codes each) into
@@ -95,20 +97,20 @@ __device__ __forceinline__ GroupParams decode_group(RawGroup raw, bool bf16_scal
 // scale in both halves, then row g + 8's) and rounded to T before the mma; otherwise they enter
 // it as exact integers and the scale comes later (flush_group).
 // Only the first kLive fragments are multiplied (the others hold no token row).
-template <class T, int BITS, int kFrags, int kStrips, bool kScaled, int kLive = kFrags>
+template <class T, WeightElement kElem, int kFrags, int kStrips, bool kScaled, int kLive = kFrags>
 __device__ __forceinline__ void span_mma(const uint4 (&chunk)[kStrips], int s,
                                          const ZeroOffsets (&zeros)[kStrips],
                                          const uint2 (&scales)[kStrips],
                                          const uint32_t (&b)[kFrags][4],
                                          float (&acc)[kStrips][kFrags][4]) {
-  constexpr int kWordsPerStep = BITS == 4 ? 1 : 2;
+  constexpr int kWordsPerStep = code_bits(kElem) / 4;  // 8 codes per lane (layout.hpp)
 #pragma unroll
   for (int jj = 0; jj < 2; ++jj) {
     uint32_t a[kStrips][4];
 #pragma unroll
     for (int j = 0; j < kStrips; ++j) {
       const uint32_t* words = reinterpret_cast<const uint32_t*>(&chunk[j]);
-      Dequant<T, BITS>::step(words + (s * 2 + jj) * kWordsPerStep, zeros[j], a[j]);
+      Dequant<T, kElem>::step(words + (s * 2 + jj) * kWordsPerStep, zeros[j], a[j]);
       if constexpr (kScaled) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
@@ -124,13 +126,13 @@ __device__ __forceinline__ void span_mma(const uint4 (&chunk)[kStrips], int s,
 }
 
 // One strip, scales applied later (flush_group).
-template <class T, int BITS, int kFrags>
+template <class T, WeightElement kElem, int kFrags>
 __device__ __forceinline__ void span_mma(const uint4& chunk, int s, const ZeroOffsets& zeros,
                                          const uint32_t (&b)[kFrags][4], float (&part)[kFrags][4]) {
   const uint2 unused[1] = {};
-  span_mma<T, BITS, kFrags, 1, false>(reinterpret_cast<const uint4(&)[1]>(chunk), s,
-                                      reinterpret_cast<const ZeroOffsets(&)[1]>(zeros), unused, b,
-                                      reinterpret_cast<float(&)[1][kFrags][4]>(part));
+  span_mma<T, kElem, kFrags, 1, false>(reinterpret_cast<const uint4(&)[1]>(chunk), s,
+                                       reinterpret_cast<const ZeroOffsets(&)[1]>(zeros), unused, b,
+                                       reinterpret_cast<float(&)[1][kFrags][4]>(part));
 }
 
 // A finished group: its integer products, scaled in fp32 (rows g and g + 8), join the result.

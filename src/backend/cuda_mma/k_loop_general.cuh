@@ -48,14 +48,14 @@ __device__ __forceinline__ void load_span_activations(const T* row, int64_t k0,
 // One warp: its strip's chunks [c_begin, c_end) against kFrags fragments of 8 token rows.
 // Each iteration loads all its activations before its mma chain: no load sits between two
 // dependent mma.
-template <class T, int BITS, int BM>
+template <class T, WeightElement kElem, int BM>
 __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int64_t strip,
                                                int c_begin, int c_end, int lane,
                                                const T* const (&rows)[BM / 8], bool vector_ok,
                                                uint32_t code_ring, float (&acc)[BM / 8][4]) {
   constexpr int kFrags = BM / 8;
-  constexpr int kSpansPerChunk = spans_per_chunk(BITS);
-  constexpr int kChunksPerIter = chunks_per_iteration<BITS, BM>();
+  constexpr int kSpansPerChunk = spans_per_chunk(kElem);
+  constexpr int kChunksPerIter = chunks_per_iteration<kElem, BM>();
   constexpr int kSpansPerIter = kChunksPerIter * kSpansPerChunk;
   const PackedWeightView& w = p.w;
   const int g = lane / 4, t = lane % 4;
@@ -78,16 +78,17 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
   const int last_span = c_end * kSpansPerChunk - 1;
   int grp = span_group ? span_group[span] : span / spans_per_group;
   int left = spans_per_group - span % spans_per_group;
-  GroupParams cur = decode_group<T, BITS>(
-      load_group(scale_base, zero_base, min(grp, last_group) * group_stride, BITS), w.scales_bf16);
-  RawGroup ahead = load_group(scale_base, zero_base, min(grp + 1, last_group) * group_stride, BITS);
+  GroupParams cur = decode_group<T>(
+      load_group<kElem>(scale_base, zero_base, min(grp, last_group) * group_stride), w.scales_bf16);
+  RawGroup ahead =
+      load_group<kElem>(scale_base, zero_base, min(grp + 1, last_group) * group_stride);
 
   float part[kFrags][4];
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) part[f][0] = part[f][1] = part[f][2] = part[f][3] = 0.f;
 
   // This lane's code slots; stage of iteration it = it % kCodeStages.
-  using Ring = WarpRing<BITS, BM>;
+  using Ring = WarpRing<kElem, BM>;
   constexpr int kCodeLead = Ring::kCodeStages - 1;
   const uint32_t code_slots = code_ring + lane * 16;
   auto issue_codes = [&](int it) {
@@ -127,7 +128,7 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
     for (int i = 0; i < kSpansPerIter; ++i) {
       const int u = i / kSpansPerChunk, s = i % kSpansPerChunk;
       if (c0 + u >= c_end) break;
-      span_mma<T, BITS, kFrags>(now[u], s, cur.zeros, b[i], part);
+      span_mma<T, kElem, kFrags>(now[u], s, cur.zeros, b[i], part);
       int next_grp = grp + 1;
       bool flush;
       if (span_group) {
@@ -141,10 +142,10 @@ __device__ __forceinline__ void general_k_loop(const GemmProblem& p, int e, int6
         grp = next_grp;
         left = spans_per_group;
         if (span_group)
-          ahead = load_group(scale_base, zero_base, min(grp, last_group) * group_stride, BITS);
-        cur = decode_group<T, BITS>(ahead, w.scales_bf16);
+          ahead = load_group<kElem>(scale_base, zero_base, min(grp, last_group) * group_stride);
+        cur = decode_group<T>(ahead, w.scales_bf16);
         if (!span_group)
-          ahead = load_group(scale_base, zero_base, min(grp + 1, last_group) * group_stride, BITS);
+          ahead = load_group<kElem>(scale_base, zero_base, min(grp + 1, last_group) * group_stride);
       }
       ++span;
     }

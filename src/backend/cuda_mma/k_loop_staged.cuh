@@ -46,7 +46,7 @@ inline constexpr int kSliceBarrier = 1;
 // activation fragment read from the ring feeds both strips' weights. The two strips' sums need
 // the registers that per-group partial sums took, so here the scales are folded into the
 // weights (rounded to T, as every fused WNA16 kernel does) instead of applied per group in fp32.
-template <class T, int BITS, int BM, int kFlushSpans, bool kShared, int kRun,
+template <class T, WeightElement kElem, int BM, int kFlushSpans, bool kShared, int kRun,
           int kLiveFrags = BM / 8>
 __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, int64_t strip,
                                               int c_begin, int c_end, int lane,
@@ -59,9 +59,9 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   constexpr bool kTogether = kRun > 1 && kShared;   // the strips side by side, scales folded
   constexpr bool kRunWraps = kRun > 1 && !kShared;  // copies may cross into the run's next strip
   constexpr int kCodeStrips = kTogether ? 2 : 1;
-  using Ring = WarpRing<BITS, BM, kCodeStrips>;
+  using Ring = WarpRing<kElem, BM, kCodeStrips>;
   constexpr int kFrags = BM / 8;
-  constexpr int kSpansPerChunk = spans_per_chunk(BITS);
+  constexpr int kSpansPerChunk = spans_per_chunk(kElem);
   constexpr int kChunksPerIter = Ring::kChunksPerIter, kSpansPerIter = Ring::kSpansPerIter;
   constexpr int kStages = Ring::kCodeStages, kLead = kStages - 1;
   static_assert(Ring::kActStages == kStages, "codes and activations share the stage cursor");
@@ -87,9 +87,8 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
   uint2 folded[kCodeStrips];  // together: cur's scales as T, splat (span_mma)
 #pragma unroll
   for (int j = 0; j < kCodeStrips; ++j) {
-    cur[j] =
-        decode_group<T, BITS>(load_group(scale_at, zero_at, j * pair_stride, BITS), w.scales_bf16);
-    ahead[j] = load_group(scale_at, zero_at, j * pair_stride + group_stride, BITS);
+    cur[j] = decode_group<T>(load_group<kElem>(scale_at, zero_at, j * pair_stride), w.scales_bf16);
+    ahead[j] = load_group<kElem>(scale_at, zero_at, j * pair_stride + group_stride);
     if constexpr (kTogether) folded[j] = {splat<T>(cur[j].scale.x), splat<T>(cur[j].scale.y)};
   }
   scale_at += group_stride;
@@ -210,11 +209,11 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 #pragma unroll
       for (int j = 0; j < kCodeStrips; ++j) zeros[j] = cur[j].zeros;
       if constexpr (kTogether)
-        span_mma<T, BITS, kFrags, 2, true, kLiveFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk,
-                                                       zeros, folded, b[i], acc_run);
+        span_mma<T, kElem, kFrags, 2, true, kLiveFrags>(now[i / kSpansPerChunk], i % kSpansPerChunk,
+                                                        zeros, folded, b[i], acc_run);
       else
-        span_mma<T, BITS, kFrags>(now[i / kSpansPerChunk][0], i % kSpansPerChunk, zeros[0], b[i],
-                                  part);
+        span_mma<T, kElem, kFrags>(now[i / kSpansPerChunk][0], i % kSpansPerChunk, zeros[0], b[i],
+                                   part);
       if ((i + 1) % kFlushSpans == 0 && --left == 0) {
         if constexpr (!kTogether) flush_group(cur[0].scale, part, acc_run[kR]);
 #pragma unroll
@@ -229,7 +228,7 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
         if (zero_at) {
 #pragma unroll
           for (int j = 0; j < kCodeStrips; ++j)
-            cur[j].zeros = zero_offsets<T, BITS>(ahead[j].zeros & 0xff, ahead[j].zeros >> 8);
+            cur[j].zeros = zero_offsets<T>(ahead[j].zeros & 0xff, ahead[j].zeros >> 8);
           zero_at += group_stride;
 #pragma unroll
           for (int j = 0; j < kCodeStrips; ++j)
@@ -276,9 +275,9 @@ __device__ __forceinline__ void staged_k_loop(const PackedWeightView& w, int e, 
 
 // Clears this lane's slots of the activation ring act_ring once per kernel (see the absent rows
 // in issue; a shared ring is cleared by every warp, before the barrier that follows).
-template <int BITS, int BM>
+template <WeightElement kElem, int BM>
 __device__ __forceinline__ void zero_activation_slots(uint32_t act_ring, int lane) {
-  using Ring = WarpRing<BITS, BM>;
+  using Ring = WarpRing<kElem, BM>;
 #pragma unroll
   for (int i = 0; i < Ring::kActBytes / Ring::kSlotBytes; ++i)
     store_shared16(act_ring + lane * 16 + i * Ring::kSlotBytes, make_uint4(0, 0, 0, 0));

@@ -1,6 +1,6 @@
 #pragma once
 // The cuda-mma weight layout, shared by the host repack (repack.cpp) and the kernel
-// (expert_gemm.cuh). Plain data and constexpr index math only: no CUDA, no qmoe types.
+// (expert_gemm_kernel.cuh). Plain data and constexpr index math only: no CUDA, no qmoe types.
 //
 // The GEMM is out[token, n] = sum_k W[n, k] x[token, k] on mma.m16n8k16 with the WEIGHTS as the
 // A operand (16 output features n) and the TOKENS as B (8 tokens): at decode a tile holds 8
@@ -63,7 +63,27 @@ inline constexpr int kSpanK = 32;
 inline constexpr int kLanes = 32;
 inline constexpr int kChunkBytesPerLane = 16;
 
-QMOE_MMA_HOST_DEVICE constexpr int chunk_k(int bits) { return bits == 4 ? 64 : 32; }
+// What a weight code is. Its bit count fixes the layout (chunk_k, the words of a step, the
+// kernel's rings); the element itself fixes how a code becomes a value (Dequant,
+// mma_primitives.cuh). MXFP4's 4-bit e2m1 floats (one power-of-two scale per 32 k) are meant to
+// be one more enumerator, with int4's bit layout and a Dequant of their own.
+enum class WeightElement {
+  int4,  // unsigned 4-bit integers, value = (code - zero) * scale
+  int8,  // unsigned 8-bit integers, the same
+};
+
+QMOE_MMA_HOST_DEVICE constexpr int code_bits(WeightElement e) {
+  switch (e) {
+    case WeightElement::int4: return 4;
+    case WeightElement::int8: return 8;
+  }
+  return 0;
+}
+
+// A chunk is 16 bytes per lane, so 512 bytes per strip of 16 rows.
+QMOE_MMA_HOST_DEVICE constexpr int chunk_k(WeightElement e) {
+  return kLanes * kChunkBytesPerLane * 8 / (kStripRows * code_bits(e));
+}
 
 // Where the scale pair (zero pair) of (expert e, strip, group, g) sits, and the step from one
 // group of a strip to the next.
@@ -72,26 +92,17 @@ QMOE_MMA_HOST_DEVICE constexpr int64_t group_pair_index(int64_t e, int64_t strip
                                                         int g, int64_t strips, int64_t groups) {
   return ((e * strips + strip) * groups + group) * kGroupPairStride + g;
 }
-QMOE_MMA_HOST_DEVICE constexpr int spans_per_chunk(int bits) { return chunk_k(bits) / kSpanK; }
-
-// Where logical k (within its span) sits in the fragments: the lane's t, the step jj, and the
-// position 0..3 (0,1 -> R0/R1 halves, 2,3 -> R2/R3 halves).
-struct SpanSlot {
-  int t, jj, pos;
-};
-QMOE_MMA_HOST_DEVICE constexpr SpanSlot span_slot(int k_in_span) {
-  return {k_in_span / 8, (k_in_span % 8) / 4, k_in_span % 4};
-}
+QMOE_MMA_HOST_DEVICE constexpr int spans_per_chunk(WeightElement e) { return chunk_k(e) / kSpanK; }
 
 // Device-side description of one packed weight (w13 or w2); pointers are device pointers.
 struct PackedWeightView {
   const void* codes = nullptr;
   const uint32_t* scale_pairs = nullptr;
-  const uint16_t* zero_pairs = nullptr;  // nullptr: symmetric, zero = 2^(bits-1)
+  const uint16_t* zero_pairs = nullptr;  // nullptr: symmetric, zero = 2^(code bits - 1)
   const float* bias = nullptr;           // nullptr: no bias
   const int32_t* k_source = nullptr;     // nullptr: no act-order
   const int32_t* span_group = nullptr;   // act-order only
-  int bits = 4;
+  WeightElement element = WeightElement::int4;
   bool scales_bf16 = false;
   int64_t N = 0, K = 0;  // logical rows and input channels
   int64_t strips = 0, chunks = 0, K_pad = 0, groups = 1, spans_per_group = 1;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda_mma/layout.hpp"
+
 namespace qmoe::cuda_mma {
 
 // Shared-memory addresses as the 32-bit offsets that cp.async and ld.shared take: computed once
@@ -122,7 +124,7 @@ struct ZeroOffsets {
   float flo, fhi;
 };
 
-template <class T, int BITS>
+template <class T>
 __device__ __forceinline__ ZeroOffsets zero_offsets(uint32_t z_lo, uint32_t z_hi) {
   ZeroOffsets z;
   z.lo = (MmaType<T>::kMagic + z_lo) * 0x10001u;
@@ -134,11 +136,11 @@ __device__ __forceinline__ ZeroOffsets zero_offsets(uint32_t z_lo, uint32_t z_hi
 
 // Codes of one step -> the A fragment (code - zero) as exact small integers in T. The scale is
 // applied later, in fp32, to the accumulator of each group.
-template <class T, int BITS>
+template <class T, WeightElement kElem>
 struct Dequant;
 
 template <class T>
-struct Dequant<T, 4> {
+struct Dequant<T, WeightElement::int4> {
   // word: nibble i and 4 + i are the two codes of register i (layout.hpp).
   __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
                                               uint32_t a[4]) {
@@ -152,7 +154,7 @@ struct Dequant<T, 4> {
 };
 
 template <>
-struct Dequant<__half, 8> {
+struct Dequant<__half, WeightElement::int8> {
   // byte_perm places a code under the f16 exponent of 1024: [c0, 0x64, c1, 0x64].
   __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
                                               uint32_t a[4]) {
@@ -164,7 +166,7 @@ struct Dequant<__half, 8> {
 };
 
 template <>
-struct Dequant<__nv_bfloat16, 8> {
+struct Dequant<__nv_bfloat16, WeightElement::int8> {
   // bf16 has 8 significant bits, too few for 128 + c: go through fp32, where 2^23 + c is exact.
   __device__ static __forceinline__ uint32_t pair(uint32_t word, int byte, float zero) {
     const float lo = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540 | byte)) - zero;

@@ -58,6 +58,15 @@ bool choose_bf16_scales(const QuantizedWeight& w) {
 
 uint16_t scale_bits(float s, bool bf16) { return bf16 ? to_bf16(s).bits : to_half(s).bits; }
 
+// The element of the canonical scheme's codes; throws for schemes the layout cannot hold.
+WeightElement element_of(const QuantScheme& scheme, const std::string& what) {
+  check(scheme.kind == WeightKind::integer, "{}: cuda-mma runs integer weights (int4/int8), not {}",
+        what, to_string(scheme));
+  check(scheme.bits == 4 || scheme.bits == 8, "{}: cuda-mma needs 4 or 8-bit codes, got {}", what,
+        scheme.bits);
+  return scheme.bits == 4 ? WeightElement::int4 : WeightElement::int8;
+}
+
 }  // namespace
 
 std::vector<int64_t> gated_row_order(int64_t I, bool interleaved) {
@@ -76,10 +85,7 @@ std::vector<int64_t> gated_row_order(int64_t I, bool interleaved) {
 PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
                          std::span<const int64_t> row_source) {
   const QuantScheme& scheme = w.scheme;
-  check(scheme.kind == WeightKind::integer, "{}: cuda-mma runs integer weights (int4/int8), not {}",
-        what, to_string(scheme));
-  check(scheme.bits == 4 || scheme.bits == 8, "{}: cuda-mma needs 4 or 8-bit codes, got {}", what,
-        scheme.bits);
+  const WeightElement element = element_of(scheme, what);
   check(scheme.group_size == kChannelwise || scheme.group_size % kSpanK == 0,
         "{}: cuda-mma needs channelwise scales or a group size that is a multiple of {}, got {}",
         what, kSpanK, scheme.group_size);
@@ -98,12 +104,12 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
 
   PackedWeight p;
   PackedWeightView& v = p.shape;
-  v.bits = scheme.bits;
+  v.element = element;
   v.N = packed_rows;
   v.K = w.K;
   v.groups = w.groups();
   v.scales_bf16 = choose_bf16_scales(w);
-  const int ck = chunk_k(scheme.bits);
+  const int ck = chunk_k(element);
 
   // Logical k order per expert.
   std::vector<std::vector<int32_t>> channels(static_cast<size_t>(w.E));
@@ -167,7 +173,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
           };
           uint32_t* words = out + lane * 4;
           uint32_t r[4][2];
-          if (scheme.bits == 4) {
+          if (code_bits(element) == 4) {
             for (int step = 0; step < 4; ++step) {
               step_codes(step / 2, step % 2, r);
               uint32_t word = 0;
