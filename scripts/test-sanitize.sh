@@ -14,7 +14,7 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 cmake -S . -B build-sanitize "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQMOE_CUDA=OFF \
   -DQMOE_WERROR=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags"
 suites=(backend_cpu_tests core_tests quant_tests reference_path_tests emulation_tests format_tests
-  oracle_tests shard_tests public_api_tests soak_tests)
+  oracle_tests dist_tests public_api_tests soak_tests)
 cmake --build build-sanitize --target "${suites[@]}" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 # The randomized property and soak tests run at a twentieth of their count (instrumented code is

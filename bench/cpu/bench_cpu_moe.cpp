@@ -29,8 +29,8 @@
 #include "backend/cpu/isa.hpp"
 #include "backend/cpu/thread_pool.hpp"
 #include "backend/emulation/dense_forward.hpp"
-#include "bench_baselines.hpp"
-#include "bench_ceilings.hpp"
+#include "measure/cpu/baselines.hpp"
+#include "measure/cpu/ceilings.hpp"
 #include "route/topk.hpp"
 #include "sample/random_moe.hpp"
 

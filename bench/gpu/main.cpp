@@ -18,26 +18,28 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "ceilings.hpp"
-#include "cublas_check.hpp"
-#include "cublas_moe.hpp"
 #include "cuda/align.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/routing.hpp"
+#include "measure/gpu/ceilings.hpp"
+#include "measure/gpu/cublas_check.hpp"
+#include "measure/gpu/cublas_moe.hpp"
+#include "measure/gpu/timing.hpp"
+#include "measure/gpu/workload.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "reference_check.hpp"
-#include "timing.hpp"
-#include "workload.hpp"
 
 namespace qmoe::bench {
 namespace {
 
 constexpr const char* kBaseline = "cublas-bf16";
-constexpr double kL2FlushBytes = 240e6;  // BENCH.md: R = ceil(240 MB / weight bytes), in [2, 16]
+// docs/benchmarking.md: R = ceil(240 MB / weight bytes), in [2, 16]
+constexpr double kL2FlushBytes = 240e6;
 constexpr int kRouteAlignTile = 16;
-// bf16 intermediates land at 3e-3..6e-3 (BENCH.md); four times that is a failure, not noise.
+// bf16 intermediates land at 3e-3..6e-3 against the float reference; four times that is a
+// failure, not noise.
 constexpr double kRelErrBound = 2e-2;
 
 struct Options {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "bench_kernels.hpp"
 #include "cuda/cuda_check.hpp"
+#include "measure/gpu/bench_kernels.hpp"
 #include "qmoe/dtype.hpp"
 
 namespace qmoe::bench {

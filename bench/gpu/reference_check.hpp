@@ -1,7 +1,7 @@
 #pragma once
 // Numerics before timing: a forward's output against an fp32 reference computed on the same
 // quantized weights (dequantized exactly in fp32) for the first few tokens of a routing set.
-#include "workload.hpp"
+#include "measure/gpu/workload.hpp"
 
 namespace qmoe::bench {
 

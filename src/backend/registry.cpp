@@ -1,6 +1,7 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/emulation/emulation.hpp"
+#include "oracle/build_check.hpp"
 #ifdef QMOE_WITH_CUDA
 #include "backend/cuda_mma/cuda_mma.hpp"
 #endif
@@ -23,6 +24,15 @@ const std::vector<const Backend*>& built_backends() {
 #endif
   };
   return backends;
+}
+
+const std::vector<std::string_view>& built_backend_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> list;
+    for (const Backend* b : built_backends()) list.push_back(b->name());
+    return list;
+  }();
+  return names;
 }
 
 const Backend* find_backend(std::string_view name) {

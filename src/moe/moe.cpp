@@ -3,9 +3,9 @@
 #include "backend/backend.hpp"
 #include "core/check.hpp"
 #include "core/convert.hpp"
-#include "moe/routing_contract.hpp"
 #include "moe/tuning.hpp"
 #include "oracle/checks.hpp"
+#include "route/routing_contract.hpp"
 
 namespace qmoe {
 

@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
-
-#include "backend/backend.hpp"
 
 #ifndef QMOE_CUDA_ARCHITECTURES
 #define QMOE_CUDA_ARCHITECTURES ""
@@ -71,7 +70,7 @@ std::optional<std::string> missing_cuda_code(std::string_view architectures,
 }
 
 std::optional<std::string> build_gap(const BackendDescriptor& backend, const DeviceDesc& device) {
-  if (!find_backend(backend.name))
+  if (std::ranges::find(built_backend_names(), backend.name) == built_backend_names().end())
     return fmt::format("not built into this qmoe ({})", backend.build_hint);
   if (backend.device == DeviceKind::cuda && device.kind == DeviceKind::cuda)
     return missing_cuda_code(QMOE_CUDA_ARCHITECTURES, device.compute_capability);

@@ -1,13 +1,20 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
 
+// The names of the backends whose kernels are compiled into this build. Declared here and defined
+// by the backend registry (src/backend/registry.cpp), the one place that knows, so that the
+// oracle, which the backends' descriptors build on, includes nothing of theirs.
+const std::vector<std::string_view>& built_backend_names();
+
 // Why this build cannot run `backend` on `device` although the layer would suit it: the kernel
-// is not registered (src/backend/registry.cpp), or, for CUDA, there is no machine code for the
+// is not among built_backend_names(), or, for CUDA, there is no machine code for the
 // device's architecture. nullopt when the build is fine.
 std::optional<std::string> build_gap(const BackendDescriptor& backend, const DeviceDesc& device);
 

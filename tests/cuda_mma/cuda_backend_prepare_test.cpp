@@ -1,4 +1,4 @@
-// prepare() of both CUDA backends (the shared CudaBackend, src/backend/cuda_forward.hpp) refuses a
+// prepare() of both CUDA backends (the shared CudaBackend, src/backend/cuda_common/) refuses a
 // host device and a router weight on the input with top-k > 1, naming the backend. Refused before
 // any CUDA call, so this runs without a GPU.
 #include <gtest/gtest.h>

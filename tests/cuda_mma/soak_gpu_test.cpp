@@ -4,7 +4,7 @@
 // - 4 host threads, each on its own stream, running forwards on one shared MoE get exactly the
 //   bits of a single thread, and repeated forwards give the same bits;
 // - the routing-input contract under QMOE_CHECK_ROUTING=1: the host backends' errors, word for
-//   word (src/moe/routing_contract.hpp); without it no host sync is added;
+//   word (src/route/routing_contract.hpp); without it no host sync is added;
 // - the oracle accepts exactly what cuda-mma's prepare and forward run (reduced property test).
 // Bounds as cuda_mma_matches_reference_test: bf16 1e-2, f16 2e-3 normalized.
 #include <cuda_runtime_api.h>

@@ -1,4 +1,5 @@
-// The cuda-mma workspace contract (workspace_sizes.hpp, workspace_pool.hpp, MoE::reserve).
+// The CUDA workspace contract (cuda_common/workspace_sizes.hpp and workspace_pool.hpp), with
+// cuda-mma's sizes (cuda_mma/workspace_need.hpp) and MoE::reserve.
 // Host part (runs in CI without a GPU): the sizes hold what the alignment of every smaller batch
 // writes, as align.hpp states it; one workspace serves layers of different shapes; growth during a
 // capture is an Error naming MoE::reserve. GPU part: a graph captured at one token still replays
@@ -12,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda_common/workspace_pool.hpp"
+#include "backend/cuda_common/workspace_sizes.hpp"
 #include "backend/cuda_mma/expert_gemm.hpp"
-#include "backend/cuda_mma/workspace_pool.hpp"
-#include "backend/cuda_mma/workspace_sizes.hpp"
+#include "backend/cuda_mma/workspace_need.hpp"
 #include "cuda/align.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/gpu_test.hpp"
@@ -25,6 +27,11 @@
 
 namespace qmoe::cuda_mma {
 namespace {
+
+using cuda_common::covering;
+using cuda_common::grown_sizes;
+using cuda_common::WorkspacePool;
+using cuda_common::WorkspaceSizes;
 
 // align.hpp: a batch of P pairs over E experts at tiles of T rows sorts into at most
 // P + min(E, P) * (T - 1) rows, i.e. (that) / T tiles.

@@ -1,8 +1,8 @@
-// One contract for routing input on every host backend (src/moe/routing_contract.hpp): the same
+// One contract for routing input on every host backend (src/route/routing_contract.hpp): the same
 // Error, word for word, for an expert id outside 0..E-1 or a non-finite weight or logit; repeated
 // ids computed once per slot, as the reference does; M = 0 a no-op; non-contiguous or
 // wrong-device tensors refused. cuda-mma keeps it under QMOE_CHECK_ROUTING=1
-// (tests/cuda_mma/routing_contract_gpu_test.cpp).
+// (tests/cuda_mma/soak_gpu_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>

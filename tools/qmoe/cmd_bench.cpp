@@ -30,11 +30,11 @@
 #include "units.hpp"
 #ifdef QMOE_BENCH_OPENBLAS
 #include "backend/emulation/dense_forward.hpp"
-#include "bench_baselines.hpp"
-#include "bench_ceilings.hpp"
+#include "measure/cpu/baselines.hpp"
+#include "measure/cpu/ceilings.hpp"
 #endif
 #ifdef QMOE_BENCH_CUBLAS
-#include "layer_baseline.hpp"
+#include "measure/gpu/layer_baseline.hpp"
 #endif
 
 namespace qmoe::cli {

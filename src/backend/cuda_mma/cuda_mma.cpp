@@ -7,10 +7,12 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda_forward.hpp"
+#include "backend/cuda_common/cuda_backend.hpp"
+#include "backend/cuda_common/expert_alignment.hpp"
+#include "backend/cuda_common/workspace_pool.hpp"
 #include "backend/cuda_mma/expert_gemm.hpp"
 #include "backend/cuda_mma/repack.hpp"
-#include "backend/cuda_mma/workspace_pool.hpp"
+#include "backend/cuda_mma/workspace_need.hpp"
 #include "core/check.hpp"
 #include "cuda/align.hpp"
 #include "cuda/combine.hpp"
@@ -22,10 +24,12 @@ namespace qmoe {
 
 namespace {
 
+using cuda_common::Workspace;
+using cuda_common::WorkspacePool;
+using cuda_common::WorkspaceSizes;
 using cuda_mma::GemmPlan;
 using cuda_mma::GemmProblem;
 using cuda_mma::PackedWeightView;
-using cuda_mma::Workspace;
 
 struct DeviceWeight {
   PackedWeightView view;  // pointers into the buffers below
@@ -62,11 +66,11 @@ struct CudaMmaExperts final : PreparedExperts {
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
   // Scratch memory shared with every cuda-mma layer on the device, one workspace per stream.
-  std::shared_ptr<cuda_mma::WorkspacePool> pool;
+  std::shared_ptr<WorkspacePool> pool;
   // This layer's sizes for the last batch size asked for (decode asks for the same one again and
   // again; computing them walks every smaller batch).
   mutable std::mutex sizes_mutex;
-  mutable cuda_mma::WorkspaceSizes last_sizes;
+  mutable WorkspaceSizes last_sizes;
 
   CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
       : device(device_index),
@@ -78,9 +82,9 @@ struct CudaMmaExperts final : PreparedExperts {
                                   w13_row_order(config, experts.intermediate()))),
         w2(cuda_mma::pack_weight(experts.w2(), "w2")),
         correction_bias(to_device(config.routing.correction_bias)),
-        pool(cuda_mma::WorkspacePool::for_device(device_index)) {}
+        pool(WorkspacePool::for_device(device_index)) {}
 
-  cuda_mma::WorkspaceSizes sizes_for(int64_t tokens) const {
+  WorkspaceSizes sizes_for(int64_t tokens) const {
     const std::lock_guard lock(sizes_mutex);
     if (last_sizes.tokens != tokens) last_sizes = cuda_mma::workspace_sizes(tokens, top_k, E, H, I);
     return last_sizes;
@@ -117,15 +121,8 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     const int tile_rows = cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(M, p.top_k, p.E),
                                                       p.w13.view, p.w2.view, dtype);
     const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
-    AlignOutputs aligned;
-    aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();
-    aligned.tile_experts = ws.tile_experts.as<int32_t>();
-    aligned.expert_offsets = ws.expert_offsets.as<int32_t>();
-    aligned.padded_total = ws.padded_total.as<int32_t>();
-    aligned.pair_rows = ws.pair_rows.as<int32_t>();
-    QMOE_CUDA_CHECK(align_by_expert_cuda(batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
-                                         nullptr, p.E, tile_rows, ws.align_scratch.data(),
-                                         ws.align_scratch.bytes(), aligned, stream));
+    const AlignOutputs aligned = cuda_common::align_in_workspace(
+        ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E, tile_rows, stream);
 
     GemmProblem g1;
     g1.w = p.w13.view;

@@ -6,8 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cuda_forward.hpp"
-#include "backend/cuda_mma/workspace_pool.hpp"
+#include "backend/cuda_common/cuda_backend.hpp"
+#include "backend/cuda_common/expert_alignment.hpp"
+#include "backend/cuda_common/workspace_pool.hpp"
 #include "backend/cuda_wgmma/kernel_weight.hpp"
 #include "backend/cuda_wgmma/routing_glue.hpp"
 #include "core/check.hpp"
@@ -21,8 +22,9 @@ namespace qmoe {
 
 namespace {
 
-using cuda_mma::Workspace;
-using cuda_mma::WorkspaceSizes;
+using cuda_common::Workspace;
+using cuda_common::WorkspacePool;
+using cuda_common::WorkspaceSizes;
 using cuda_wgmma::KernelWeight;
 
 constexpr std::string_view kName = "cuda-wgmma";
@@ -55,7 +57,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
   // i32 [E, H]: act-order w13's input channel behind each kernel column, the order GEMM1's rows
   // are gathered in; empty without act-order.
   DeviceBuffer w13_channels;
-  std::shared_ptr<cuda_mma::WorkspacePool> pool;
+  std::shared_ptr<WorkspacePool> pool;
 
   CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
       : CudaWgmmaExperts(experts, config, device_index,
@@ -77,7 +79,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
         bias2(to_device(experts.w2().bias.data(), size_t(experts.w2().bias.nbytes()))),
         correction_bias(to_device(config.routing.correction_bias)),
         w13_channels(to_device(cuda_wgmma::kernel_channels(experts.w13(), "w13"))),
-        pool(cuda_mma::WorkspacePool::for_device(device_index)) {
+        pool(WorkspacePool::for_device(device_index)) {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
     for (const KernelWeight* w : {&w13, &w2}) {
@@ -93,7 +95,8 @@ struct CudaWgmmaExperts final : PreparedExperts {
   WorkspaceSizes sizes_for(int64_t tokens) const {
     check(tokens >= 1, "cuda-wgmma: a workspace holds at least 1 token, asked for {}", tokens);
     const auto pairs = size_t(tokens * top_k);
-    WorkspaceSizes s = cuda_mma::routing_sizes(tokens, top_k, E, align_sizes(int64_t(pairs), E, 1));
+    WorkspaceSizes s =
+        cuda_common::routing_sizes(tokens, top_k, E, align_sizes(int64_t(pairs), E, 1));
     s.gathered = pairs * size_t(H) * 2;
     s.gemm1_out = pairs * size_t(N1) * 2;
     s.activated = pairs * size_t(I) * 2;
@@ -174,15 +177,8 @@ class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
                           const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
-    AlignOutputs aligned;
-    aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();
-    aligned.tile_experts = ws.tile_experts.as<int32_t>();
-    aligned.expert_offsets = ws.expert_offsets.as<int32_t>();
-    aligned.padded_total = ws.padded_total.as<int32_t>();
-    aligned.pair_rows = ws.pair_rows.as<int32_t>();
-    QMOE_CUDA_CHECK(align_by_expert_cuda(batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
-                                         nullptr, p.E, 1, ws.align_scratch.data(),
-                                         ws.align_scratch.bytes(), aligned, stream));
+    const AlignOutputs aligned = cuda_common::align_in_workspace(
+        ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E, 1, stream);
     const bool weights_first = config.apply_router_weight_on_input;
     const float* weights = batch.topk_weights.data_as<const float>();
     QMOE_CUDA_CHECK(cuda_wgmma::gather_rows_cuda(

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "bench_kernels.hpp"
+#include "measure/gpu/bench_kernels.hpp"
 
 namespace qmoe::bench {
 

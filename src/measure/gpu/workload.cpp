@@ -1,11 +1,11 @@
-#include "workload.hpp"
+#include "measure/gpu/workload.hpp"
 
 #include <fmt/format.h>
 
-#include "bench_kernels.hpp"
 #include "cuda/align.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/routing.hpp"
+#include "measure/gpu/bench_kernels.hpp"
 #include "qmoe/error.hpp"
 
 namespace qmoe::bench {

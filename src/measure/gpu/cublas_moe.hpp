@@ -4,7 +4,7 @@
 // for w2 (fp32 accumulation), then qmoe's activation and combine kernels.
 #include <cublas_v2.h>
 
-#include "workload.hpp"
+#include "measure/gpu/workload.hpp"
 
 namespace qmoe::bench {
 

@@ -1,15 +1,15 @@
-#include "ceilings.hpp"
+#include "measure/gpu/ceilings.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
 
-#include "bench_kernels.hpp"
-#include "cublas_check.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
-#include "timing.hpp"
+#include "measure/gpu/bench_kernels.hpp"
+#include "measure/gpu/cublas_check.hpp"
+#include "measure/gpu/timing.hpp"
 
 namespace qmoe::bench {
 

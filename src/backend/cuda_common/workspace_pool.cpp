@@ -1,11 +1,11 @@
-#include "backend/cuda_mma/workspace_pool.hpp"
+#include "backend/cuda_common/workspace_pool.hpp"
 
 #include <fmt/format.h>
 
 #include "core/check.hpp"
 #include "cuda/cuda_check.hpp"
 
-namespace qmoe::cuda_mma {
+namespace qmoe::cuda_common {
 
 namespace {
 
@@ -78,7 +78,7 @@ WorkspacePool::StreamKey WorkspacePool::key_of(cudaStream_t stream) {
 const Workspace& WorkspacePool::acquire(cudaStream_t stream, const WorkspaceSizes& need) {
   int current_device = 0;
   QMOE_CUDA_CHECK(cudaGetDevice(&current_device));
-  check(current_device == device_, "cuda-mma: workspace of cuda:{} asked for on cuda:{}", device_,
+  check(current_device == device_, "workspace of cuda:{} asked for on cuda:{}", device_,
         current_device);
   const bool capturing = is_capturing(stream);
   const std::lock_guard lock(mutex_);
@@ -111,4 +111,4 @@ size_t WorkspacePool::held_bytes() const {
   return sum;
 }
 
-}  // namespace qmoe::cuda_mma
+}  // namespace qmoe::cuda_common

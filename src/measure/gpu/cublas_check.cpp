@@ -1,4 +1,4 @@
-#include "cublas_check.hpp"
+#include "measure/gpu/cublas_check.hpp"
 
 #include "core/check.hpp"
 

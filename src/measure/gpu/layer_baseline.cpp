@@ -1,4 +1,4 @@
-#include "layer_baseline.hpp"
+#include "measure/gpu/layer_baseline.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -6,11 +6,11 @@
 #include <cstdint>
 
 #include "backend/emulation/dense_forward.hpp"
-#include "ceilings.hpp"
 #include "core/check.hpp"
-#include "cublas_check.hpp"
-#include "cublas_moe.hpp"
 #include "cuda/cuda_check.hpp"
+#include "measure/gpu/ceilings.hpp"
+#include "measure/gpu/cublas_check.hpp"
+#include "measure/gpu/cublas_moe.hpp"
 
 namespace qmoe::bench {
 

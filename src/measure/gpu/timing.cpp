@@ -1,4 +1,4 @@
-#include "timing.hpp"
+#include "measure/gpu/timing.hpp"
 
 #include <algorithm>
 #include <vector>

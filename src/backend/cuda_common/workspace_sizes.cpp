@@ -1,11 +1,10 @@
-#include "backend/cuda_mma/workspace_sizes.hpp"
+#include "backend/cuda_common/workspace_sizes.hpp"
 
 #include <algorithm>
 
-#include "backend/cuda_mma/expert_gemm.hpp"
 #include "core/check.hpp"
 
-namespace qmoe::cuda_mma {
+namespace qmoe::cuda_common {
 
 namespace {
 
@@ -48,22 +47,6 @@ WorkspaceSizes routing_sizes(int64_t tokens, int top_k, int64_t E, const AlignSi
   return s;
 }
 
-WorkspaceSizes workspace_sizes(int64_t tokens, int top_k, int64_t E, int64_t H, int64_t I) {
-  check(tokens >= 1, "cuda-mma: a workspace holds at least 1 token, asked for {}", tokens);
-  const AlignSizes align = workspace_align_sizes(tokens, top_k, E);
-  const auto rows = size_t(align.max_padded_rows);
-  WorkspaceSizes s = routing_sizes(tokens, top_k, E, align);
-  s.activated = rows * size_t(I) * 2;
-  s.gemm2_out = rows * size_t(H) * 2;
-  // Tail split buffers only where some batch takes tiles that may split (shared tiles): 8 MB
-  // that decode-only workspaces would never use.
-  if (tallest_tile_rows(tokens, top_k, E) >= kMinSharedTileRows) {
-    s.tail_partials = size_t(kTailPartialBytes);
-    s.tail_flags = size_t(kMaxTailSlots) * sizeof(int32_t);
-  }
-  return s;
-}
-
 WorkspaceSizes covering(const WorkspaceSizes& a, const WorkspaceSizes& b) {
   WorkspaceSizes c;
   c.tokens = std::max(a.tokens, b.tokens);
@@ -75,11 +58,11 @@ WorkspaceSizes grown_sizes(const WorkspaceSizes& have, const WorkspaceSizes& nee
                            const std::string& where) {
   if (have.holds(need)) return have;
   check(!capturing,
-        "cuda-mma: a forward of {} tokens on {} needs a larger workspace (it holds {} tokens' "
+        "a CUDA forward of {} tokens on {} needs a larger workspace (it holds {} tokens' "
         "worth, {} bytes) while that stream is capturing a CUDA graph, where memory cannot be "
         "allocated: call MoE::reserve(max_tokens, stream) with the largest batch before capturing",
         need.tokens, where, have.tokens, have.total());
   return covering(have, need);
 }
 
-}  // namespace qmoe::cuda_mma
+}  // namespace qmoe::cuda_common

@@ -1,5 +1,5 @@
 #pragma once
-// The scratch memory of cuda-mma and cuda-wgmma forwards: one workspace per CUDA device and stream,
+// The scratch memory of the CUDA backends' forwards: one workspace per CUDA device and stream,
 // shared by every CUDA layer on that device (engines run layers one after another on a stream, so
 // one layer's scratch is free again when the next starts). The pool lives as long as some layer on
 // its device does.
@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda_mma/workspace_sizes.hpp"
+#include "backend/cuda_common/workspace_sizes.hpp"
 #include "cuda/device_buffer.hpp"
 
-namespace qmoe::cuda_mma {
+namespace qmoe::cuda_common {
 
 struct Workspace {
   WorkspaceSizes sizes;
@@ -29,7 +29,7 @@ struct Workspace {
       align_scratch;
   DeviceBuffer activated, gemm2_out;
   DeviceBuffer tail_partials, tail_flags;
-  DeviceBuffer gathered, gemm1_out, group_args, gemm_scratch, row_group_sums;  // cuda-wgmma's
+  DeviceBuffer gathered, gemm1_out, group_args, gemm_scratch, row_group_sums;
 };
 
 class WorkspacePool {
@@ -67,4 +67,4 @@ class WorkspacePool {
   std::map<StreamKey, PerStream> streams_;
 };
 
-}  // namespace qmoe::cuda_mma
+}  // namespace qmoe::cuda_common

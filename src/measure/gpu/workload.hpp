@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "bench_kernels.hpp"
 #include "cuda/device_buffer.hpp"
+#include "measure/gpu/bench_kernels.hpp"
 #include "qmoe/quant.hpp"
 
 namespace qmoe::bench {
@@ -23,7 +23,7 @@ struct Shape {
 const std::vector<Shape>& benchmark_shapes();
 
 // The weight scheme of a run: `bits`-bit integer codes, one scale per `group` inputs and, with
-// zero_points, one u8 zero per group (else zero 2^(bits - 1)). The first is BENCH.md's headline.
+// zero_points, one u8 zero per group (else zero 2^(bits - 1)). The first is the headline scheme.
 struct Scheme {
   std::string name;
   int bits = 4, group = 128;

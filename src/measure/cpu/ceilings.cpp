@@ -1,4 +1,4 @@
-#include "bench_ceilings.hpp"
+#include "measure/cpu/ceilings.hpp"
 
 #include <algorithm>
 #include <chrono>

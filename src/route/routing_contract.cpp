@@ -1,4 +1,4 @@
-#include "moe/routing_contract.hpp"
+#include "route/routing_contract.hpp"
 
 #include <cmath>
 #include <cstdlib>

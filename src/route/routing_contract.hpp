@@ -4,7 +4,7 @@
 //   - router logits and top-k weights are finite;
 //   - an id may repeat within a token: every slot is computed and weighted on its own, so the
 //     expert's output counts once per slot (expert parallelism gives a rank's remote slots id 0
-//     and weight 0, src/shard/slice.cpp);
+//     and weight 0, src/dist/slice.cpp);
 //   - M = 0 is a no-op (MoE::forward returns before any backend runs).
 // A violation throws Error naming the token, the slot and what would be valid. Host backends
 // check every call (a scan far cheaper than the GEMMs); device backends check when

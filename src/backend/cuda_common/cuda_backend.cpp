@@ -1,10 +1,10 @@
-#include "backend/cuda_forward.hpp"
+#include "backend/cuda_common/cuda_backend.hpp"
 
 #include <utility>
 
 #include "cuda/device_scope.hpp"
 #include "cuda/routing.hpp"
-#include "moe/routing_contract.hpp"
+#include "route/routing_contract.hpp"
 
 namespace qmoe {
 

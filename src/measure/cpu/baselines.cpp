@@ -1,4 +1,4 @@
-#include "bench_baselines.hpp"
+#include "measure/cpu/baselines.hpp"
 
 #include <cblas.h>
 

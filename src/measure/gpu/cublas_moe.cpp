@@ -1,10 +1,10 @@
-#include "cublas_moe.hpp"
+#include "measure/gpu/cublas_moe.hpp"
 
-#include "bench_kernels.hpp"
-#include "cublas_check.hpp"
 #include "cuda/activation.hpp"
 #include "cuda/combine.hpp"
 #include "cuda/cuda_check.hpp"
+#include "measure/gpu/bench_kernels.hpp"
+#include "measure/gpu/cublas_check.hpp"
 
 namespace qmoe::bench {
 

@@ -1,6 +1,7 @@
 #pragma once
-// The forward both CUDA backends share: top-k routing on the device into the stream's workspace,
-// then the backend's run() on the routed batch.
+// What every CUDA backend shares around its kernels: prepare() on the right device, top-k routing
+// on the device into the stream's workspace, then the backend's run() on the routed batch, and
+// the checks of a routed batch. A CUDA backend derives from CudaBackend<its prepared layer>.
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -18,7 +19,7 @@ struct RoutingScratch {
   int32_t* topk_ids = nullptr;    // [M, k]
 };
 
-// What run() of both CUDA backends checks of a routed batch: every tensor on cuda:`device` and
+// What run() of every CUDA backend checks of a routed batch: every tensor on cuda:`device` and
 // contiguous, out in hidden's dtype, topk_ids with `top_k` columns. Without the checking mode
 // (QMOE_CHECK_ROUTING=1) ids outside 0..E-1 are skipped by the alignment (the slot adds nothing)
 // and repeated ids are computed twice; the checking mode reads ids and weights back (a host sync)
@@ -32,7 +33,7 @@ void route_then_run(const Backend& backend, const PreparedExperts& prepared,
                     TensorView hidden, TensorView router_logits, TensorView out,
                     RoutingScratch scratch, cudaStream_t stream);
 
-// prepare(), forward() and reserve() of a CUDA backend, the same for both: Experts is its prepared
+// prepare(), forward() and reserve() of a CUDA backend, the same for all: Experts is its prepared
 // layer, built from (experts, config, device index), holding `device`, `correction_bias` and
 // `workspace(stream, tokens)` (the stream's shared workspace, grown to hold `tokens`). The backend
 // adds name() and run().
