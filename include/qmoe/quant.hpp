@@ -1,5 +1,5 @@
 #pragma once
-// The canonical, format-free representation of a quantized MoE layer's experts (DESIGN.md):
+// The canonical, format-free form of a quantized MoE layer's experts (docs/architecture.md):
 // the one contract between checkpoint adapters and backends.
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 // Activations on the GEMM1 output. Gated ones read [rows, 2I] and write [rows, I]; the *_no_mul
-// ones read and write [rows, I]. Formulas: shared/spec/vllm-wna16-moe.md section 1.6.
+// ones read and write [rows, I]. The formulas are the functions below.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

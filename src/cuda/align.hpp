@@ -17,9 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace qmoe {
+#include "cuda/limits.hpp"
 
-inline constexpr int kMaxAlignExperts = 512;  // local experts; bounds the per-warp count table
+namespace qmoe {
 
 struct AlignSizes {
   int64_t max_padded_rows = 0;  // length of sorted_pair_ids: M*k + min(E_local, M*k)*(tile-1)

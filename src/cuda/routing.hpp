@@ -8,12 +8,10 @@
 
 #include <cstdint>
 
+#include "cuda/limits.hpp"
 #include "qmoe/config.hpp"
 
 namespace qmoe {
-
-inline constexpr int kMaxRoutingExperts = 512;
-inline constexpr int kMaxRoutingTopK = 16;
 
 // The routing config as plain values, with the correction bias already on the device.
 struct RoutingParams {

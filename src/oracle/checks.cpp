@@ -31,11 +31,6 @@ std::string group_name(int g) {
 
 std::string cc_name(int cc) { return fmt::format("sm_{}", cc); }
 
-Reason check_written(const BackendDescriptor& b, const LayerDesc&, const DeviceDesc&) {
-  if (b.unavailable.empty()) return std::nullopt;
-  return std::string(b.unavailable);
-}
-
 Reason check_device_kind(const BackendDescriptor& b, const LayerDesc&, const DeviceDesc& d) {
   if (b.device == d.kind) return std::nullopt;
   return fmt::format("runs on {}, not on {}", b.device == DeviceKind::cpu ? "the CPU" : "CUDA GPUs",
@@ -178,11 +173,7 @@ Reason check_tiles(const BackendDescriptor& b, const LayerDesc& l) {
 }
 
 Reason check_shapes(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
-  if (Reason r = check_tiles(b, l)) {
-    if (!b.pads_to_tile) return r;
-    if (l.w13_scheme.act_order || l.w2_scheme.act_order)
-      return *r + "; tile padding is not possible with act-order";
-  }
+  if (Reason r = check_tiles(b, l)) return r;
   if (!b.group_multiple_of_k_tile) return std::nullopt;
   for (const QuantScheme* s : {&l.w13_scheme, &l.w2_scheme}) {
     if (s->group_size != kChannelwise && s->group_size % b.k_multiple != 0) {
@@ -206,10 +197,9 @@ Reason check_limits(const BackendDescriptor& b, const LayerDesc& l, const Device
 
 using Check = Reason (*)(const BackendDescriptor&, const LayerDesc&, const DeviceDesc&);
 
-// Order: what cannot change (kernel exists, device) before what the user could change (scheme,
+// Order: what cannot change (the device) before what the user could change (scheme,
 // activation, bias, shapes).
-constexpr std::array<Check, 13> kChecks{
-    check_written,
+constexpr std::array<Check, 12> kChecks{
     check_device_kind,
     check_cpu_features,
     check_compute_capability,

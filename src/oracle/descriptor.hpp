@@ -19,8 +19,6 @@ inline constexpr int kAnyGroupDividingK = 0;  // in group_sizes: any divisor of 
 struct BackendDescriptor {
   std::string_view name;     // the registry name (find_backend) and the --backend spelling
   std::string_view summary;  // what it is, one line (shown by `qmoe explain`)
-  // Empty when the kernel exists; otherwise why it cannot run anything yet.
-  std::string_view unavailable;
   // Never chosen by "auto", only when asked for by name (the emulation reference).
   bool opt_in_only = false;
   // How to get it into a build when it is not registered ("configure with CUDA (nvcc) ...").
@@ -53,11 +51,8 @@ struct BackendDescriptor {
   int64_t n_multiple = 1;
   int64_t k_multiple = 1;
   bool group_multiple_of_k_tile = false;  // a quantization group must cover whole K tiles
-  // prepare pads N and K up to the multiples, so other shapes run too; not with act-order, whose
-  // g_idx has no group for padded channels (upstream's Marlin rule)
-  bool pads_to_tile = false;
-  int64_t max_experts = 0;  // 0 = no limit
-  int max_top_k = 0;        // 0 = no limit
+  int64_t max_experts = 0;                // 0 = no limit
+  int max_top_k = 0;                      // 0 = no limit
 
   // A large-batch partner: "auto" keeps the backend it chose and adds this one, when compatible,
   // for batches of at least this many rows per expert (M * top_k / E); 0 = not a partner. The

@@ -23,8 +23,8 @@ struct PlatformPriority {
 };
 
 // cuda-mma before cuda-wgmma: the mma kernel serves every token count; wgmma is the prefill kernel
-// that the CUDA backends switch to per call above a measured token count (DESIGN.md), so it is
-// chosen for a whole layer only where cuda-mma cannot run it.
+// that the CUDA backends switch to per call above a measured token count (Selection::plan), so it
+// is chosen for a whole layer only where cuda-mma cannot run it.
 const std::array<PlatformPriority, 2>& priority_table() {
   static const std::array<PlatformPriority, 2> table{{
       {DeviceKind::cpu, {cpu_descriptor, emulation_descriptor}},

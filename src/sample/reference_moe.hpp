@@ -1,8 +1,9 @@
 #pragma once
 // The truth of every backend test: a float64 forward of a whole MoE layer written from the
-// definitions (DESIGN.md, the canonical representation in qmoe/quant.hpp), sharing no code with
-// what it checks: its own decode of codes/scales/zeros/g_idx (not QuantizedWeight::dequant), its
-// own routing (not route_topk) and its own activations (not src/act). Slow and plain on purpose.
+// definitions (the canonical representation in qmoe/quant.hpp, docs/architecture.md), sharing no
+// code with what it checks: its own decode of codes/scales/zeros/g_idx (not
+// QuantizedWeight::dequant), its own routing (not route_topk) and its own activations (not
+// src/act). Slow and plain on purpose.
 #include <cstdint>
 #include <vector>
 

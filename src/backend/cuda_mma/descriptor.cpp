@@ -3,6 +3,9 @@
 // 16-byte chunks itself, so any N and K the canonical form holds are fine; a 32-k span must lie in
 // one group, so groups are channelwise or multiples of 32. Act-order with a K-split shard works
 // (groups come from g_idx). Owner: edit these numbers with the kernel.
+#include <algorithm>
+
+#include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
@@ -26,6 +29,9 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.activation_dtypes = {DType::bf16, DType::f16};
     b.bias = true;
     b.router_weight_on_input = true;
+    // What the shared GPU routing and alignment take.
+    b.max_experts = std::min(kMaxRoutingExperts, kMaxAlignExperts);
+    b.max_top_k = kMaxRoutingTopK;
     return b;
   }();
   return d;

@@ -7,6 +7,9 @@
 // GEMM2's input comes out in w2's order; that needs every group to hold exactly group-size
 // channels and the whole K (no K-split shards), which cuda-mma runs instead. Owner: edit these
 // numbers with the kernel.
+#include <algorithm>
+
+#include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
@@ -49,6 +52,9 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
     b.activation_dtypes = {DType::bf16, DType::f16};
     b.bias = true;
     b.router_weight_on_input = true;
+    // What the shared GPU routing and alignment take.
+    b.max_experts = std::min(kMaxRoutingExperts, kMaxAlignExperts);
+    b.max_top_k = kMaxRoutingTopK;
     b.n_multiple = 16;
     b.k_multiple = 64;
     b.group_multiple_of_k_tile = true;
