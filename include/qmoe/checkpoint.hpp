@@ -48,6 +48,12 @@ struct OpenOptions {
   // Read a GPTQ/AWQ checkpoint the way vLLM's `--quantization moe_wna16` does: GPTQ without
   // desc_act (int4/int8, sym or asym, any group size), AWQ int4. format() then says "moe_wna16".
   bool as_moe_wna16 = false;
+  // Refuse a GPTQ v1 ("gptq") layer whose qzeros AutoGPTQ overflowed: its packer stores z - 1
+  // unmasked, so a zero point of 0 overwrites the zero points above it in its 32-bit word, and
+  // those are lost. load_layer then throws an Error naming the tensor, the group and the output
+  // channels. Without it such a layer loads with the lost zero points read as 0 (the value the
+  // bits give under the v1 rule), and `inspect` reports them.
+  bool strict_zeros = false;
 };
 
 class Checkpoint {

@@ -19,6 +19,7 @@ struct ProjectionSpec {
   int64_t N = 0, K = 0;
   QuantScheme scheme;
   int gptq_version = 1;
+  bool strict_zeros = false;  // OpenOptions::strict_zeros
   // Where the canonical packed codes of this projection go ([N, K/2] or [N, K] bytes inside the
   // stacked weight), or null. A reader whose format stores that packing up to a transpose writes
   // them there and sets Projection::codes_in_place instead of unpacking.

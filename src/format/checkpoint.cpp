@@ -38,6 +38,7 @@ struct Checkpoint::Impl {
   format::ExpertLayout layout;
   CheckpointFormat kind = CheckpointFormat::gptq;
   QuantScheme scheme;
+  bool strict_zeros = false;
 
   const format::FormatAdapter& adapter() const { return format::adapter_for(config.quant.format); }
   std::vector<Role> roles() const {
@@ -105,6 +106,7 @@ format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
                                     .K = down ? config.moe.intermediate : config.moe.hidden,
                                     .scheme = s,
                                     .gptq_version = config.quant.gptq_version,
+                                    .strict_zeros = strict_zeros,
                                     .codes_out = codes_out};
   format::Projection p = adapter().read(store, spec);
   // Converted: the file's pages of this module are not needed again (they stay in the page
@@ -138,6 +140,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir, const OpenOptions&
   impl->dir = dir;
   impl->config = format::read_model_config(dir);
   impl->kind = impl->config.quant.format;
+  impl->strict_zeros = options.strict_zeros;
   if (options.as_moe_wna16) {
     check_moe_wna16(impl->config.quant, (dir / "config.json").string());
     impl->kind = CheckpointFormat::moe_wna16;

@@ -4,7 +4,10 @@
 //   qweight I32 [K/pf, N]  packed along K: code (n, k) is field k % pf of qweight[k / pf][n]
 //   qzeros  I32 [G, N/pf]  packed along N: zero (n, g) is field n % pf of qzeros[g][n / pf];
 //                          v1 ("gptq") stores z - 1 (read back as (field + 1) & mask, AutoGPTQ
-//                          `forward`), v2 ("gptq_v2", GPTQModel quantization/config.py) stores z
+//                          `forward`), v2 ("gptq_v2", GPTQModel quantization/config.py) stores z;
+//                          AutoGPTQ's v1 packer does not mask z - 1, so a zero point of 0 also
+//                          overwrites the fields above it (gptq_zero_overflow.hpp: the rule reads
+//                          that field exactly as 0, and the lost ones above it as 0 too)
 //   scales  F16/BF16/F32 [G, N], g_idx I32 [K], bias [N] (optional)
 // Symmetric checkpoints still carry qzeros, all equal to 2^(bits-1) (auto_gptq quantizer.py
 // `zero = (maxq + 1) / 2`); the reader checks that instead of trusting the config.
@@ -15,6 +18,7 @@
 
 #include "core/check.hpp"
 #include "format/adapter.hpp"
+#include "format/gptq_zero_overflow.hpp"
 #include "format/json_fields.hpp"
 #include "format/module_pattern.hpp"
 #include "format/quant_method.hpp"
@@ -54,6 +58,9 @@ class GptqAdapter final : public FormatAdapter {
 
     const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
     expect_tensor(qzeros, {StDType::i32}, {G, N / pf});
+    if (spec.gptq_version == 1 && spec.strict_zeros) {
+      refuse_zero_overflows(qzeros.bytes, G, N / pf, s.bits, qzeros.name);
+    }
     Matrix<uint8_t> zeros = unpack_along_cols_transposed(qzeros.bytes, G, N / pf, s.bits);
     const int mask = s.max_code();
     for (uint8_t& z : zeros.values) {

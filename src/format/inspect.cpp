@@ -1,6 +1,7 @@
 #include "format/inspect.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -63,6 +64,29 @@ void add_weight_findings(CheckpointReport& r, int layer, const char* what, const
   }
 }
 
+// One line per layer however many projections overflowed; the JSON report lists them all.
+void add_zero_overflow_finding(CheckpointReport& r, int layer,
+                               const std::vector<GroupZeroOverflow>& overflows) {
+  constexpr size_t kListed = 8;
+  if (overflows.empty()) return;
+  int64_t lost = 0;
+  std::vector<std::string> where;
+  for (const GroupZeroOverflow& o : overflows) {
+    lost += o.lost_channels;
+    if (where.size() < kListed) {
+      where.push_back(fmt::format("expert {} {} group {} ({})", o.expert, o.projection, o.group,
+                                  o.lost_channels));
+    }
+  }
+  if (overflows.size() > kListed)
+    where.push_back(fmt::format("{} more", overflows.size() - kListed));
+  r.findings.push_back(fmt::format(
+      "layer {}: the zero points of {} output channel(s) were overwritten by a zero point of 0 "
+      "below them in their GPTQ qzeros word (AutoGPTQ stores z - 1 unmasked) and are lost; read "
+      "as 0: {}",
+      layer, lost, fmt::join(where, ", ")));
+}
+
 nlohmann::ordered_json to_json(const WeightStats& s) {
   return {{"shape", s.shape},
           {"zero_scales", s.zero_scales},
@@ -87,6 +111,7 @@ CheckpointReport inspect(const Checkpoint& checkpoint, const std::function<void(
   r.scheme = to_string(checkpoint.scheme());
   r.scale_dtype = std::string(name(checkpoint.scheme().source_scale_dtype));
   r.moe = checkpoint.moe_config();
+  const ZeroOverflowScan zero_overflows(checkpoint.dir());
   for (int layer : checkpoint.moe_layers()) {
     LayerReport l;
     l.layer = layer;
@@ -98,6 +123,8 @@ CheckpointReport inspect(const Checkpoint& checkpoint, const std::function<void(
       l.has_bias = x.w13().has_bias() || x.w2().has_bias();
       add_weight_findings(r, layer, "w13", l.w13);
       add_weight_findings(r, layer, "w2", l.w2);
+      l.zero_overflows = zero_overflows.layer(layer);
+      add_zero_overflow_finding(r, layer, l.zero_overflows);
     } catch (const Error& e) {
       l.error = without_layer_prefix(e.what(), layer);
       r.findings.push_back(fmt::format("layer {} does not load: {}", layer, l.error));
@@ -122,6 +149,14 @@ nlohmann::ordered_json to_json(const CheckpointReport& r) {
       j["w13"] = to_json(l.w13);
       j["w2"] = to_json(l.w2);
       j["bias"] = l.has_bias;
+      j["zero_overflows"] = nlohmann::ordered_json::array();
+      for (const GroupZeroOverflow& o : l.zero_overflows) {
+        j["zero_overflows"].push_back({{"expert", o.expert},
+                                       {"projection", o.projection},
+                                       {"group", o.group},
+                                       {"words", o.words},
+                                       {"lost_channels", o.lost_channels}});
+      }
     } else {
       j["error"] = l.error;
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "format/gptq_zero_overflow.hpp"
 #include "qmoe/checkpoint.hpp"
 
 namespace qmoe::format {
@@ -25,6 +26,9 @@ struct LayerReport {
   std::string error;  // why the layer does not load (missing expert, bad scale, ...); empty if ok
   WeightStats w13, w2;
   bool has_bias = false;
+  // GPTQ v1 qzeros words whose zero point of 0 overwrote the zero points above it (lost, read as
+  // 0), per expert projection and group (gptq_zero_overflow.hpp).
+  std::vector<GroupZeroOverflow> zero_overflows;
 };
 
 struct CheckpointReport {
@@ -33,7 +37,8 @@ struct CheckpointReport {
   std::vector<LayerReport> layers;
   std::vector<std::string> findings;  // one line per suspicious thing, layer by layer
   // How many findings make the checkpoint unusable as it is: layers that do not load or are
-  // missing, NaN / Inf scales or biases. (Zero scales are findings, but not problems.)
+  // missing, NaN / Inf scales or biases. (Zero scales and overflowed GPTQ zero points are
+  // findings, but not problems: the layer runs; OpenOptions::strict_zeros refuses the latter.)
   int64_t problems = 0;
 };
 

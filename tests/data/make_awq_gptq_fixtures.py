@@ -38,7 +38,13 @@ codes, zero points and 16-bit scales, hands the packer the float weight (q - z) 
 float32) and checks that the library decodes the saved file back to exactly those values. So the
 codes cover the whole range, every zero point occurs, and nothing depends on a quantizer's
 rounding. AutoGPTQ's zero points are drawn from 1..2^bits-1: it stores z - 1 unmasked, so a zero
-point of 0 would spill into the neighbouring fields of qzeros (a quirk of the v1 format).
+point of 0 spills into the fields above it in its qzeros word, whose zero points are then lost.
+
+One fixture (ZERO_OVERFLOW_WORDS) puts zero points of 0 in chosen words of AutoGPTQ's qzeros on
+purpose. No decoding can give back the packer's input there, and AutoGPTQ's kernels disagree on the
+overflowed fields: the script checks qlinear_cuda's and qlinear_cuda_old's decodings against what
+each one's bit arithmetic gives, and the reference holds, instead of `<module>.weight` and the
+forward, qlinear_cuda_old's decoding, the true zero points and which of them the overflow lost.
 
 Each fixture is one Qwen-MoE layer (model.layers.0.mlp.experts.j.{gate,up,down}_proj) with
 config.json as the library's model would carry it. reference/expected.safetensors (in a
@@ -170,19 +176,39 @@ FIXTURES = [
             bias=True, E=4, H=96, I=32, seed=13),
     Fixture("gptq-library-int8-g32-asym-desc_act-v2", "gptqmodel", 8, 32, asym=True,
             act_order=True, bias=False, E=3, H=96, I=64, seed=14),
+    Fixture("gptq-library-int4-g32-asym-zero-overflow", "auto-gptq", 4, 32, asym=True,
+            act_order=False, bias=False, E=3, H=64, I=32, seed=15),
+]
+
+# AutoGPTQ's QuantLinear.pack computes z - 1 as an int, casts it to uint32 and ORs it in shifted
+# without masking: z = 0 becomes 0xffffffff << (bits * field), all ones in its own field and in
+# every field above it in the word. These zero points of 0 go into the lowest field of a word,
+# middle ones, the top one (nothing above it, nothing lost) and two into one word; the last entry is
+# a word seen in a real checkpoint: true zeros [0, 13, 4, 10, 3, 4, 7, 15] packed as 0xffffffff.
+# (expert, projection, group, first output channel, the zero points from that channel on)
+ZERO_OVERFLOW_FIXTURE = "gptq-library-int4-g32-asym-zero-overflow"
+ZERO_OVERFLOW_WORDS = [
+    (0, "gate_proj", 0, 0, [0]),  # field 0 of word 0: fields 1..7 lost
+    (0, "gate_proj", 1, 11, [0]),  # field 3 of word 1: fields 4..7 lost
+    (1, "down_proj", 0, 37, [0]),  # field 5 of word 4: fields 6, 7 lost
+    (1, "down_proj", 0, 47, [0]),  # field 7 of word 5: nothing lost
+    (2, "up_proj", 0, 16, [0, 5, 0]),  # fields 0 and 2 of word 2: fields 1..7 lost
+    (2, "up_proj", 1, 0, [0, 13, 4, 10, 3, 4, 7, 15]),  # the word seen in a real checkpoint
 ]
 
 
 class Draw:
     """The integer codes, zero points, scales, g_idx and bias one projection is made of."""
 
-    def __init__(self, f, N, K, rng, g_idx=None):
+    def __init__(self, f, N, K, rng, g_idx=None, zero_points_of_0=()):
         G, top = f.groups(K), 2**f.bits - 1
         self.codes = rng.integers(0, top + 1, size=(N, K))
         if not f.asym:
             self.zeros = numpy.full((N, G), 2 ** (f.bits - 1))
         else:  # AutoGPTQ's v1 cannot store 0 (see the module docstring); the others take any
             self.zeros = rng.integers(1 if f.library == "auto-gptq" else 0, top + 1, size=(N, G))
+        for g, n0, zeros in zero_points_of_0:  # ZERO_OVERFLOW_WORDS
+            self.zeros[n0 : n0 + len(zeros), g] = zeros
         # Scales as 16-bit floats so that the stored f16 holds them exactly.
         self.scales = (rng.uniform(0.002, 0.02, size=(N, G)) * (8 / 2**f.bits)).astype(numpy.float16)
         if g_idx is not None:
@@ -194,9 +220,9 @@ class Draw:
             self.g_idx = numpy.arange(K, dtype=numpy.int32) // (K if f.group_size == -1 else f.group_size)
         self.bias = rng.normal(0, 0.1, size=N).astype(numpy.float16) if f.bias else None
 
-    def weight(self):  # [N, K] float32, exact: (q - z) * s of a small integer and an f16
+    def weight(self, zeros=None):  # [N, K] float32, exact: (q - z) * s, a small integer, an f16
         s = self.scales.astype(numpy.float32)[:, self.g_idx]
-        z = self.zeros[:, self.g_idx]
+        z = (self.zeros if zeros is None else zeros)[:, self.g_idx]
         return ((self.codes - z) * s).astype(numpy.float32)
 
     def linear(self):
@@ -286,6 +312,52 @@ def gptq_projection(f, saved):
     return w, saved["bias"].double() if "bias" in saved else None
 
 
+def gptq_old_projection(f, saved):
+    """The GPTQ projection through qlinear_cuda_old's QuantLinear.forward CPU path, in float64
+    (it ignores g_idx: group k // group_size)."""
+    qlinear = import_module_only("auto_gptq.nn_modules.qlinear.qlinear_cuda_old")
+    K, N = saved["g_idx"].shape[0], saved["scales"].shape[1]
+    q = qlinear.QuantLinear(f.bits, f.group_size, K, N, bias=False, weight_dtype=torch.float64)
+    q.qweight, q.qzeros = saved["qweight"], saved["qzeros"]
+    q.scales = saved["scales"].double()
+    with torch.no_grad():
+        return q(torch.eye(K, dtype=torch.float64))
+
+
+def overflowed_zeros(zeros, bits):
+    """What AutoGPTQ's unmasked z - 1 leaves of true zero points [N, G]: (state, cuda, cuda_old).
+    In each word of 32 / bits output channels the fields from the first zero point of 0 up are all
+    ones. state [N, G] u8: 0 intact, 1 the zero point of 0 that set them, 2 overwritten (lost).
+    qlinear_cuda's CPU path masks, then adds 1: all ones read as 2^bits; qlinear_cuda_old's adds 1,
+    then masks: 0."""
+    pf = 32 // bits
+    state = numpy.zeros(zeros.shape, dtype=numpy.uint8)
+    for n0 in range(0, zeros.shape[0], pf):
+        for g in range(zeros.shape[1]):
+            first = numpy.flatnonzero(zeros[n0 : n0 + pf, g] == 0)
+            if first.size:
+                state[n0 + first[0], g] = 1
+                state[n0 + first[0] + 1 : n0 + pf, g] = 2
+    all_ones = state > 0
+    return state, numpy.where(all_ones, 2**bits, zeros), numpy.where(all_ones, 0, zeros)
+
+
+def overflow_reference(f, d, saved, module):
+    """The ZERO_OVERFLOW_WORDS fixture's reference tensors of one projection, after checking both
+    of AutoGPTQ's decodings: `<module>.weight_cuda_old` [N, K] f32, `<module>.zeros` [N, G] u8 (the
+    true zero points, the packer's input) and `<module>.zero_state` [N, G] u8."""
+    state, cuda_zeros, old_zeros = overflowed_zeros(d.zeros, f.bits)
+    cuda = gptq_projection(f, saved)[0].t().float()
+    assert torch.equal(cuda, torch.from_numpy(d.weight(cuda_zeros))), f"{module}: qlinear_cuda"
+    old = gptq_old_projection(f, saved).t().float().contiguous()
+    assert torch.equal(old, torch.from_numpy(d.weight(old_zeros))), f"{module}: qlinear_cuda_old"
+    return {
+        module + ".weight_cuda_old": old,
+        module + ".zeros": torch.from_numpy(d.zeros.astype(numpy.uint8)),
+        module + ".zero_state": torch.from_numpy(state),
+    }
+
+
 def gptqmodel_projection(f, saved):
     """The GPTQ projection through TorchLinear.dequantize_weight (what its forward multiplies)."""
     torch_linear = importlib.import_module("gptqmodel.nn_modules.qlinear.torch")
@@ -332,6 +404,7 @@ def layer_forward(f, projections, hidden, logits):
 def make_fixture(data_dir, f):
     rng = numpy.random.default_rng(f.seed)
     pack, decode = PACKERS[f.library]
+    overflow = f.name == ZERO_OVERFLOW_FIXTURE
     state, draws = {}, {}
     for j in range(f.E):
         for name in PROJECTIONS:
@@ -339,7 +412,8 @@ def make_fixture(data_dir, f):
             # gate and up read the same input, so GPTQ's desc_act (the order of the Hessian's
             # diagonal, from that input) gives them the same g_idx; down has its own.
             shared = draws[(j, "gate_proj")].g_idx if name == "up_proj" else None
-            draws[(j, name)] = Draw(f, *f.shape(name), rng, shared)
+            zeros = [w[2:] for w in ZERO_OVERFLOW_WORDS if overflow and w[:2] == (j, name)]
+            draws[(j, name)] = Draw(f, *f.shape(name), rng, shared, zeros)
             for suffix, t in pack(f, draws[(j, name)]).items():
                 state[f"{module}.{suffix}"] = t.clone()  # own memory: gate and up share g_idx
 
@@ -353,16 +427,22 @@ def make_fixture(data_dir, f):
     for (j, name), d in draws.items():
         module = f"model.layers.0.mlp.experts.{j}.{name}"
         local = {k[len(module) + 1 :]: v for k, v in saved.items() if k.startswith(module + ".")}
+        if overflow:
+            reference.update(overflow_reference(f, d, local, module))
+            continue
         w, b = decode(f, local)
         # The library must give back exactly the weight the packer was handed.
         assert torch.equal(w.t().float(), torch.from_numpy(d.weight())), f"{module}: decode differs"
         projections[(j, name)] = (w, b)
         reference[module + ".weight"] = w.t().float().contiguous()
 
-    hidden = torch.from_numpy(rng.standard_normal((TOKENS, f.H)).astype(numpy.float32))
-    logits = torch.from_numpy(rng.standard_normal((TOKENS, f.E)).astype(numpy.float32))
-    out = layer_forward(f, projections, hidden.double(), logits.double())
-    reference.update(hidden=hidden, router_logits=logits, output=out.float())
+    if overflow:  # decoding only, no forward; the word from a real checkpoint packs as it did there
+        assert saved["model.layers.0.mlp.experts.2.up_proj.qzeros"][1, 0].item() == -1
+    else:
+        hidden = torch.from_numpy(rng.standard_normal((TOKENS, f.H)).astype(numpy.float32))
+        logits = torch.from_numpy(rng.standard_normal((TOKENS, f.E)).astype(numpy.float32))
+        out = layer_forward(f, projections, hidden.double(), logits.double())
+        reference.update(hidden=hidden, router_logits=logits, output=out.float())
     save_file(reference, str(out_dir / "reference" / "expected.safetensors"))
     print(f"{f.name}: {sum(p.stat().st_size for p in out_dir.rglob('*') if p.is_file())} bytes")
 
