@@ -29,6 +29,24 @@ if(QMOE_BUILD_TESTS)
   include(GoogleTest)
 endif()
 
+# RE2 matches the regular expressions of untrusted quantization configs (GPTQ dynamic keys,
+# compressed-tensors "re:" entries) in time linear in the module name. Optional, like CUDA: a build
+# without it refuses such patterns rather than run a backtracking engine on them.
+set(QMOE_RE2 "AUTO" CACHE STRING "Match config.json's module regexes with RE2: AUTO (when found), ON, OFF")
+set(QMOE_WITH_RE2 OFF)
+if(NOT QMOE_RE2 STREQUAL "OFF")
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(RE2 QUIET IMPORTED_TARGET re2)
+  endif()
+  if(RE2_FOUND)
+    set(QMOE_WITH_RE2 ON)
+  elseif(QMOE_RE2 STREQUAL "ON")
+    message(FATAL_ERROR "QMOE_RE2=ON but pkg-config finds no re2 (Debian: libre2-dev)")
+  endif()
+endif()
+message(STATUS "qmoe: RE2 module patterns ${QMOE_WITH_RE2}")
+
 find_package(benchmark QUIET)
 find_package(BLAS QUIET)
 

@@ -2,8 +2,8 @@
 # (P/lib/cmake/qmoe) so that other projects use it with
 #   find_package(qmoe CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE qmoe::qmoe)
-# The package finds the libraries qmoe links (fmt, nlohmann_json, Threads and, when built with CUDA,
-# the static CUDA runtime) the same way this build did.
+# The package finds the libraries qmoe links (fmt, nlohmann_json, Threads and, when built with them,
+# the static CUDA runtime and RE2) the same way this build did.
 include(CMakePackageConfigHelpers)
 
 set(QMOE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/qmoe)

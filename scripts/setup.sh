@@ -4,8 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libcli11-dev libfmt-dev
+  build-essential cmake ninja-build pkg-config ccache
+  nlohmann-json3-dev libcli11-dev libfmt-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   clang clang-format libclang-rt-dev
 )

@@ -1,10 +1,13 @@
 // Checkpoint::open / load_layer on directories that are wrong in one way each.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <vector>
 
+#include "format/inspect.hpp"
 #include "format/model_config.hpp"
+#include "format/module_pattern.hpp"
 #include "format/safetensors_writer.hpp"
 #include "format_case.hpp"
 #include "qmoe/checkpoint.hpp"
@@ -97,6 +100,40 @@ TEST(Checkpoint, ExpertsIgnoredByTheConfigAreRefused) {
   expect_error([&] { ckpt.load_layer(0); },
                "expert module 'model.layers.0.mlp.experts.1.gate_proj' is left unquantized by the "
                "quantization config");
+}
+
+// "re:(.*)*X" in an ignore list made `qmoe inspect` run until killed: std::regex backtracked
+// exponentially on every expert module name. RE2 matches in linear time; a build without it
+// refuses the pattern (it has a group). The bound (1 s) is far above the milliseconds this layer
+// takes.
+TEST(Checkpoint, BacktrackingModulePatternsDoNotHangTheLoader) {
+  for (const CheckpointFormat format :
+       {CheckpointFormat::compressed_tensors, CheckpointFormat::gptq}) {
+    test::ScratchDir dir("ckpt");
+    write_small(dir.path(), {.format = format});
+    edit_config(dir.path(), [](ordered_json& c) {
+      ordered_json& q = c["quantization_config"];
+      if (q["quant_method"] == "gptq") {
+        q["dynamic"]["-:(.*)*X"] = ordered_json::object();
+      } else {
+        q["ignore"].push_back("re:(.*)*X");
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    std::string error;  // of opening the checkpoint or of its layer
+    try {
+      error = format::inspect(Checkpoint::open(dir.path())).layers.at(0).error;
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << error;
+    if (format::module_regexes_supported()) {
+      EXPECT_EQ(error, "");
+    } else {
+      EXPECT_NE(error.find("needs RE2, which this qmoe was built without"), std::string::npos)
+          << error;
+    }
+  }
 }
 
 TEST(Checkpoint, LayerWithoutExperts) {

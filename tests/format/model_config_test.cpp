@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "format/model_config.hpp"
-#include "format/module_pattern.hpp"
 #include "support/expect_error.hpp"
 
 namespace qmoe::format {
@@ -245,30 +244,6 @@ TEST(CompressedTensorsConfig, IgnoreUsesExactNamesAndAnchoredRegexes) {
   EXPECT_TRUE(c.scheme_for("model.layers.0.mlp.gate_proj.x").has_value())
       << "the $ anchors the end";
   EXPECT_TRUE(c.scheme_for("model.layers.0.mlp.experts.0.gate_proj").has_value());
-}
-
-TEST(PythonReMatch, AnchorsAtTheStartOnly) {
-  EXPECT_TRUE(python_re_match("model\\.layers", "model.layers.0.mlp"));
-  EXPECT_FALSE(python_re_match("layers", "model.layers.0.mlp"));
-  EXPECT_TRUE(python_re_match(".*gate", "model.layers.0.mlp.gate_proj"));
-  expect_error([] { python_re_match("(", "x"); }, "module pattern '(' is not a regular expression");
-}
-
-// The fuzzer's find: "re:.**SSSS..." in an ignore list ran for 20 minutes on one module name.
-TEST(PythonReMatch, RefusesARepeatedRepeatAsPythonDoes) {
-  const std::string hang = ".**" + std::string(100, 'S') + "|p.gate$";
-  expect_error([&] { python_re_match(hang, "model.layers.0.mlp.gate"); },
-               "repeats a repeat at offset 2 (Python's re refuses it as 'multiple repeat')");
-  expect_error([] { python_re_match("a+{2}", "aa"); }, "repeats a repeat at offset 2");
-  expect_error([] { python_re_match("a*??", "aa"); }, "repeats a repeat at offset 3");
-  // what Python accepts: lazy quantifiers, escaped and bracketed quantifier characters, braces
-  // that are not a quantifier
-  EXPECT_TRUE(python_re_match(".*?gate", "model.layers.0.mlp.gate_proj"));
-  EXPECT_TRUE(python_re_match("a+?b", "aab"));
-  EXPECT_TRUE(python_re_match("a\\**", "a**"));
-  EXPECT_TRUE(python_re_match("[*+]*x", "*+x"));
-  EXPECT_TRUE(python_re_match("a{2}b", "aab"));
-  EXPECT_TRUE(python_re_match("model\\.layers\\.\\d+", "model.layers.12.mlp"));
 }
 
 }  // namespace
