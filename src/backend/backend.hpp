@@ -41,6 +41,13 @@ class Backend {
                                                          Device device) const {
     return prepare(experts, config, device);
   }
+  // The host half of prepare(): every check and conversion it makes before touching a device,
+  // throwing the Error prepare would throw for this layer (on the right device). It lets the
+  // oracle's agreement with prepare be tested where the backend's device is missing. Backends
+  // whose layout lives in host memory keep the default, prepare on the host.
+  virtual void prepare_on_host(const QuantizedExperts& experts, const MoEConfig& config) const {
+    prepare(experts, config, Device{});
+  }
   // Top-k routing on the backend's device. The default runs the CPU reference on host tensors.
   virtual void route(const MoEConfig& config, TensorView router_logits, TensorView topk_weights,
                      TensorView topk_ids, void* stream) const;

@@ -293,25 +293,25 @@ TEST(CudaWgmmaLayout, RefusesKSplitActOrderShards) {
                      "w2 is a K-split act-order shard (K = 128 of K_full = 256)");
 }
 
-// prepare() called past the oracle: the checks come before anything touches the GPU.
-TEST(CudaWgmmaLayout, MakeKernelWeightNamesShapesTheKernelCannotTile) {
+// prepare() called past the oracle: the checks are host work, before anything touches the GPU.
+TEST(CudaWgmmaLayout, NamesShapesTheKernelCannotTile) {
   std::mt19937_64 rng(13);
   test::expect_error(
       [&] {
-        make_kernel_weight(test::random_weight(1, 32, 96, scheme(4, 32), false, rng), DType::bf16,
-                           "w13");
+        check_tileable(test::random_weight(1, 32, 96, scheme(4, 32), false, rng), DType::bf16,
+                       "w13");
       },
       "cuda-wgmma: w13 has K = 96; the kernel needs a multiple of 64");
   test::expect_error(
       [&] {
-        make_kernel_weight(test::random_weight(1, 40, 128, scheme(4, 64), false, rng), DType::bf16,
-                           "w2");
+        check_tileable(test::random_weight(1, 40, 128, scheme(4, 64), false, rng), DType::bf16,
+                       "w2");
       },
       "cuda-wgmma: w2 has 40 output rows; the kernel needs a multiple of 16");
   test::expect_error(
       [&] {
-        make_kernel_weight(test::random_weight(1, 32, 128, scheme(4, 32), false, rng), DType::f16,
-                           "w2");
+        check_tileable(test::random_weight(1, 32, 128, scheme(4, 32), false, rng), DType::f16,
+                       "w2");
       },
       "cuda-wgmma: w2 has groups of 32; the kernel needs channelwise scales or groups of a "
       "multiple of 64");

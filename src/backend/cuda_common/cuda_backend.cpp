@@ -8,6 +8,14 @@
 
 namespace qmoe {
 
+void check_cuda_layer_config(std::string_view backend, const MoEConfig& config) {
+  check(!config.apply_router_weight_on_input || config.top_k() == 1,
+        "{}: apply_router_weight_on_input needs top_k 1, got {}", backend, config.top_k());
+  const DType act = config.activation_dtype.value_or(DType::bf16);
+  check(act == DType::bf16 || act == DType::f16, "{}: activations must be bf16 or f16, got {}",
+        backend, name(act));
+}
+
 void check_routed_batch(std::string_view backend, const RoutedBatch& batch, int device, int top_k,
                         int64_t num_experts) {
   for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},

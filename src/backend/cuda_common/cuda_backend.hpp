@@ -33,10 +33,15 @@ void route_then_run(const Backend& backend, const PreparedExperts& prepared,
                     TensorView hidden, TensorView router_logits, TensorView out,
                     RoutingScratch scratch, cudaStream_t stream);
 
+// The checks of a layer's config every CUDA backend makes in prepare(): the router weight on the
+// input only with top-k 1, activations (when the config names them) in bf16 or f16.
+void check_cuda_layer_config(std::string_view backend, const MoEConfig& config);
+
 // prepare(), forward() and reserve() of a CUDA backend, the same for all: Experts is its prepared
-// layer, built from (experts, config, device index), holding `device`, `correction_bias` and
-// `workspace(stream, tokens)` (the stream's shared workspace, grown to hold `tokens`). The backend
-// adds name() and run().
+// layer, built from (experts, host layout, config, device index), holding `device`,
+// `correction_bias` and `workspace(stream, tokens)` (the stream's shared workspace, grown to hold
+// `tokens`). Experts::HostLayout, built from (experts, config), is the host half of prepare: every
+// check and conversion made before the upload. The backend adds name() and run().
 template <class Experts>
 class CudaBackend : public Backend {
  public:
@@ -44,10 +49,15 @@ class CudaBackend : public Backend {
                                            Device device) const override {
     check(device.kind == DeviceKind::cuda, "backend '{}' runs on a CUDA device, not on {}", name(),
           to_string(device));
-    check(!config.apply_router_weight_on_input || config.top_k() == 1,
-          "{}: apply_router_weight_on_input needs top_k 1, got {}", name(), config.top_k());
+    check_cuda_layer_config(name(), config);
+    const typename Experts::HostLayout host(experts, config);
     DeviceScope scope(device.index);
-    return std::make_unique<Experts>(experts, config, device.index);
+    return std::make_unique<Experts>(experts, host, config, device.index);
+  }
+
+  void prepare_on_host(const QuantizedExperts& experts, const MoEConfig& config) const override {
+    check_cuda_layer_config(name(), config);
+    const typename Experts::HostLayout host(experts, config);
   }
 
   void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,

@@ -59,7 +59,20 @@ std::vector<int64_t> w13_row_order(const MoEConfig& config, int64_t I) {
   return cuda_mma::gated_row_order(I, config.activation == Activation::swigluoai);
 }
 
+// The host half of prepare: both weights in the kernel's layout (repack.hpp), made and checked
+// without a device.
+struct CudaMmaHostLayout {
+  cuda_mma::PackedWeight w13, w2;
+
+  CudaMmaHostLayout(const QuantizedExperts& experts, const MoEConfig& config)
+      : w13(cuda_mma::pack_weight(experts.w13(), "w13",
+                                  w13_row_order(config, experts.intermediate()))),
+        w2(cuda_mma::pack_weight(experts.w2(), "w2")) {}
+};
+
 struct CudaMmaExperts final : PreparedExperts {
+  using HostLayout = CudaMmaHostLayout;
+
   int device = 0;
   int64_t E = 0, H = 0, I = 0;
   int top_k = 1;
@@ -72,15 +85,15 @@ struct CudaMmaExperts final : PreparedExperts {
   mutable std::mutex sizes_mutex;
   mutable WorkspaceSizes last_sizes;
 
-  CudaMmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
+  CudaMmaExperts(const QuantizedExperts& experts, const HostLayout& host, const MoEConfig& config,
+                 int device_index)
       : device(device_index),
         E(experts.num_experts()),
         H(experts.hidden()),
         I(experts.intermediate()),
         top_k(config.top_k()),
-        w13(cuda_mma::pack_weight(experts.w13(), "w13",
-                                  w13_row_order(config, experts.intermediate()))),
-        w2(cuda_mma::pack_weight(experts.w2(), "w2")),
+        w13(host.w13),
+        w2(host.w2),
         correction_bias(to_device(config.routing.correction_bias)),
         pool(WorkspacePool::for_device(device_index)) {}
 

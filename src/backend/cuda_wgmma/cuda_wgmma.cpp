@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backend/cuda_common/cuda_backend.hpp"
@@ -42,7 +44,35 @@ struct GroupArgsLayout {
         bytes(out_rows + aligned(size_t(E) * sizeof(void*)) - base) {}
 };
 
+// The host half of prepare: every check and conversion before the upload, made without a device.
+struct CudaWgmmaHostLayout {
+  DType act;
+  // w13's row order that hands GEMM2 its input in w2's act-order (kernel_weight.hpp).
+  std::vector<int32_t> w13_rows;
+  cuda_wgmma::HostKernelWeight w13, w2;
+  std::vector<float> bias13;
+  std::vector<int32_t> w13_channels;
+
+  CudaWgmmaHostLayout(const QuantizedExperts& experts, const MoEConfig& config)
+      : act(config.activation_dtype.value_or(DType::bf16)),
+        w13_rows(cuda_wgmma::w13_rows_for_w2(experts, config.activation)),
+        w13(tileable_layout(experts.w13(), act, "w13", w13_rows)),
+        w2(tileable_layout(experts.w2(), act, "w2", {})),
+        bias13(cuda_wgmma::kernel_bias(experts.w13(), w13_rows)),
+        w13_channels(cuda_wgmma::kernel_channels(experts.w13(), "w13")) {}
+
+ private:
+  static cuda_wgmma::HostKernelWeight tileable_layout(const QuantizedWeight& w, DType act,
+                                                      const std::string& what,
+                                                      std::span<const int32_t> rows) {
+    cuda_wgmma::check_tileable(w, act, what);
+    return cuda_wgmma::to_kernel_layout(w, act, what, rows);
+  }
+};
+
 struct CudaWgmmaExperts final : PreparedExperts {
+  using HostLayout = CudaWgmmaHostLayout;
+
   int device = 0;
   int64_t E = 0, H = 0, I = 0, N1 = 0;
   int top_k = 1;
@@ -59,26 +89,21 @@ struct CudaWgmmaExperts final : PreparedExperts {
   DeviceBuffer w13_channels;
   std::shared_ptr<WorkspacePool> pool;
 
-  CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index)
-      : CudaWgmmaExperts(experts, config, device_index,
-                         cuda_wgmma::w13_rows_for_w2(experts, config.activation)) {}
-
-  // w13_rows: w13's row order that hands GEMM2 its input in w2's act-order (kernel_weight.hpp).
-  CudaWgmmaExperts(const QuantizedExperts& experts, const MoEConfig& config, int device_index,
-                   const std::vector<int32_t>& w13_rows)
+  CudaWgmmaExperts(const QuantizedExperts& experts, const HostLayout& host, const MoEConfig& config,
+                   int device_index)
       : device(device_index),
         E(experts.num_experts()),
         H(experts.hidden()),
         I(experts.intermediate()),
         N1(experts.w13().N),
         top_k(config.top_k()),
-        act(config.activation_dtype.value_or(DType::bf16)),
-        w13(cuda_wgmma::make_kernel_weight(experts.w13(), act, "w13", w13_rows)),
-        w2(cuda_wgmma::make_kernel_weight(experts.w2(), act, "w2")),
-        bias13(to_device(cuda_wgmma::kernel_bias(experts.w13(), w13_rows))),
+        act(host.act),
+        w13(cuda_wgmma::upload_kernel_weight(experts.w13(), host.w13, act)),
+        w2(cuda_wgmma::upload_kernel_weight(experts.w2(), host.w2, act)),
+        bias13(to_device(host.bias13)),
         bias2(to_device(experts.w2().bias.data(), size_t(experts.w2().bias.nbytes()))),
         correction_bias(to_device(config.routing.correction_bias)),
-        w13_channels(to_device(cuda_wgmma::kernel_channels(experts.w13(), "w13"))),
+        w13_channels(to_device(host.w13_channels)),
         pool(WorkspacePool::for_device(device_index)) {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));

@@ -125,8 +125,7 @@ std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t
   return out;
 }
 
-KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what,
-                                std::span<const int32_t> rows) {
+void check_tileable(const QuantizedWeight& w, DType act, const std::string& what) {
   // The oracle refuses such layers first (descriptor.cpp); prepare() called directly says why.
   check(w.N % 16 == 0, "cuda-wgmma: {} has {} output rows; the kernel needs a multiple of 16", what,
         w.N);
@@ -136,17 +135,19 @@ KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::
         "cuda-wgmma: {} has groups of {}; the kernel needs channelwise scales or groups of a "
         "multiple of {}",
         what, w.scheme.group_size_for(w.K), kTileK);
-  HostKernelWeight h = to_kernel_layout(w, act, what, rows);
+  for (int tile : kTileTokens)
+    check(gemm_ops(Variant{w.scheme.bits, act}, tile) != nullptr,
+          "cuda-wgmma: no {}-token kernel for int{} {} activations in this build", tile,
+          w.scheme.bits, name(act));
+}
+
+KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act) {
   KernelWeight k;
   k.variant = Variant{w.scheme.bits, act};
   k.E = w.E;
   k.N = w.N;
   k.K = w.K;
   k.group_size = h.group_size;
-  for (int tile : kTileTokens)
-    check(gemm_ops(k.variant, tile) != nullptr,
-          "cuda-wgmma: no {}-token kernel for int{} {} activations in this build", tile,
-          w.scheme.bits, name(act));
   const GemmOps* ops = gemm_ops(k.variant, kTileTokens[0]);
   k.codes = to_device(h.codes);
   k.scales = to_device(h.scales);

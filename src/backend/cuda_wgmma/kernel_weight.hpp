@@ -49,9 +49,13 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
 // f32 [E, N] bias in the kernel's row order (rows as above); empty without bias.
 std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t> rows = {});
 
-// Uploads, shuffles the 4-bit codes and builds the per-expert argument arrays, on the current
-// device (synchronous).
-KernelWeight make_kernel_weight(const QuantizedWeight& w, DType act, const std::string& what,
-                                std::span<const int32_t> rows = {});
+// Throws qmoe::Error (naming `what`) for a shape the kernel cannot tile (rows, K or groups) or a
+// variant this build has no kernel for; to_kernel_layout also converts such shapes, which lets the
+// layout be tested at small odd shapes.
+void check_tileable(const QuantizedWeight& w, DType act, const std::string& what);
+
+// Uploads `h` (to_kernel_layout of `w`), shuffles the 4-bit codes and builds the per-expert
+// argument arrays, on the current device (synchronous).
+KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act);
 
 }  // namespace qmoe::cuda_wgmma
