@@ -10,7 +10,15 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S examples/cpp -B build/consumer "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer
-build/consumer/run_layer tests/data/awq-int4-g32-bias
+build/consumer/app tests/data/awq-int4-g32-bias
+# The README's ```cmake block must be the consumer's CMake lines, word for word: the package alone
+# (no C++ standard or other setting of the consumer's own) is enough to build against it.
+readme_cmake=$(awk '/^```cmake$/{f=1;next} /^```$/{if(f)exit} f' README.md)
+if [ -z "$readme_cmake" ] ||
+  ! diff <(echo "$readme_cmake") <(grep -xF -f <(echo "$readme_cmake") examples/cpp/CMakeLists.txt); then
+  echo "README.md's CMake lines are not those of examples/cpp/CMakeLists.txt (diff above)" >&2
+  exit 1
+fi
 # The README's ```cpp block (the first one) must be examples/cpp/run_layer.cpp.
 if ! diff <(awk '/^```cpp$/{f=1;next} /^```$/{if(f)exit} f' README.md) examples/cpp/run_layer.cpp; then
   echo "README.md's C++ example differs from examples/cpp/run_layer.cpp (diff above)" >&2

@@ -39,8 +39,10 @@ nlohmann::json read_index(const std::filesystem::path& index) {
 void TensorStore::add_file(const std::filesystem::path& path) {
   auto file = std::make_unique<MappedFile>(path);
   const std::string file_name = path.filename().string();
-  SafetensorsContents contents = parse_safetensors(file->bytes(), file_name);
+  // A damaged file is named by its path; a tensor remembers the file name the index refers to.
+  SafetensorsContents contents = parse_safetensors(file->bytes(), path.string());
   for (TensorInfo& t : contents.tensors) {
+    t.file = file_name;
     auto [at, inserted] = tensors_.emplace(t.name, t);
     check(inserted, "{}: tensor '{}' is stored twice, in {} and {}", dir_.string(), t.name,
           at->second.file, file_name);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -143,6 +144,26 @@ TEST(Verify, FailsWhenABackendsOutputIsNotFinite) {
   EXPECT_NE(r.out.find("FAIL: error above the bound"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("qmoe: error: " + c.string() + ": 1 check failed"), std::string::npos)
       << r.out;
+}
+
+// On a terminal, a layer that takes seconds shows what it is at: the progress line is redrawn at
+// each step within the layer (loading, reference, each backend), not only between layers. (The
+// float64 reference of 512 tokens takes over a second, the line's threshold.)
+TEST(Verify, ShowsProgressWithinALayerOnATerminal) {
+  if (std::system("script --version >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs script(1) (util-linux) to run qmoe on a terminal";
+  TempDir dir("verify_progress");
+  const std::string c = dir / "c";
+  ASSERT_EQ(run_cli("sample " + c + " --layers 1 --hidden 1024 --intermediate 512").status, 0);
+  const std::string log = dir / "terminal.log";
+  const std::string command = "script -qefc '" + std::string(QMOE_CLI) + " verify " + c +
+                              " --tokens 512' " + log + " </dev/null >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::regex within_layer("\rverifying 0/1: layer 0: [^\r\n]+, [0-9.]+ m?s");
+  EXPECT_TRUE(std::regex_search(text.str(), within_layer)) << text.str();
 }
 
 TEST(Verify, FailsOnLayersThatDoNotLoadOrAreMissing) {

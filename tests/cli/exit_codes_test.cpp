@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "cli/checkpoint_edit.hpp"
 #include "support/run_cli.hpp"
@@ -13,10 +14,14 @@ namespace {
 
 const std::string kLayerFlags = "--experts 8 --hidden 256 --intermediate 128";
 
+// The error is the last line of the output, and only one line.
 void expect_error(const CliRun& r, int status, const std::string& message) {
   EXPECT_EQ(r.status, status) << r.out;
-  EXPECT_NE(r.out.find("qmoe: error: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(message), std::string::npos) << "expected '" << message << "' in\n" << r.out;
+  const size_t at = r.out.find("qmoe: error: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n', at), r.out.size() - 1) << "not one line:\n" << r.out.substr(at);
+  EXPECT_NE(r.out.find(message, at), std::string::npos) << "expected '" << message << "' in\n"
+                                                        << r.out;
   EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
 }
 
@@ -31,12 +36,26 @@ TEST(ExitCodes, UsageErrorsExitWithTwo) {
   const std::string ckpt = dir / "ckpt";
   ASSERT_EQ(run_cli("sample " + ckpt).status, 0);
   const std::pair<std::string, std::string> cases[] = {
-      {"", "A subcommand is required"},
+      {"", "no command given (commands: bench, demo, explain, "},
+      {"--bogus", "unknown flag '--bogus' before the command (commands: bench, demo, "},
       {"frobnicate", "unknown command 'frobnicate' (commands: "},
       {"inspect", "dir is required"},
       {"inspect " + ckpt + " --no-such-flag", "--no-such-flag"},
-      {"explain " + kLayerFlags + " --tp 0", "--tp"},
-      {"explain " + kLayerFlags + " --ep -2", "--ep"},
+      {"explain " + kLayerFlags + " --tp 0", "--tp: 0 is not valid (valid: an integer >= 1)"},
+      {"explain " + kLayerFlags + " --ep -2", "--ep: -2 is not valid (valid: an integer >= 1)"},
+      {"explain " + kLayerFlags + " --backend nope",
+       "--backend: 'nope' is not a backend (valid: auto, cpu, emulation, "},
+      {"run " + ckpt + " --backend nope", "--backend: 'nope' is not a backend (valid: auto, "},
+      {"demo --backend nope", "--backend: 'nope' is not a backend"},
+      {"bench --shape 256,128,8,2 --backend cpu,nope", "--backend: 'nope' is not a backend"},
+      {"run " + ckpt + " --tokens -1", "--tokens: -1 is not valid (valid: an integer >= 1)"},
+      {"verify " + ckpt + " --tokens x", "--tokens: x is not valid (valid: an integer >= 1)"},
+      {"bench --m 0", "--m: 0 is not valid (valid: an integer >= 1)"},
+      {"bench --seconds 0", "--seconds: 0 is not valid (valid: a number > 0)"},
+      {"sample " + (dir / "x") + " --layers 65", "--layers: 65 is not valid (valid: 1..64)"},
+      {"run " + ckpt + " --tokens 100000000",
+       "--tokens 100000000: the tokens' buffers (hidden states, router logits, routing, output "
+       "and the float64 reference) take "},
       {"explain " + kLayerFlags + " --dtype f8", "--dtype must be"},
       {"explain " + ckpt + " " + kLayerFlags, "not both"},
       {"explain --experts 8", "describe the layer"},
@@ -50,11 +69,51 @@ TEST(ExitCodes, UsageErrorsExitWithTwo) {
       {"sample " + (dir / "x") + " --format moe_wna16 --scheme int4-g128-act-order",
        "without act-order"},
       {"sample " + (dir / "x") + " --scheme int4-g64 --intermediate 96", "must divide"},
+      {"sample " + ckpt, ckpt + " already holds a checkpoint; give --force to replace it"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
     expect_error(run_cli(args), 2, message);
   }
+}
+
+TEST(ExitCodes, TooManyTokensSayWhatFits) {
+  TempDir dir("tokens");
+  ASSERT_EQ(run_cli("sample " + (dir / "c")).status, 0);
+  const CliRun r = run_cli("run " + (dir / "c") + " --tokens 100000000");
+  expect_error(r, 2, " of memory is available: up to about ");
+  const std::regex what(
+      "--tokens 100000000: the tokens' buffers \\(.*\\) take [0-9.]+ [GT]B \\([0-9.]+ kB a "
+      "token\\), "
+      "and [0-9.]+ [kMGT]?B of memory is available: up to about [0-9]+ tokens fit\\n$");
+  EXPECT_TRUE(std::regex_search(r.out, what)) << r.out;
+}
+
+// A format that cannot store the scheme is refused before anything is created, naming the flags.
+TEST(ExitCodes, SampleRefusesASchemeTheFormatCannotStoreBeforeWriting) {
+  TempDir dir("awq8");
+  const std::string target = dir / "x";
+  for (const char* args :
+       {"--format awq --scheme int8-g32-asym", "--format awq --scheme int4-g32-act-order",
+        "--scheme int4-channelwise --hidden 100 --intermediate 64"}) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_cli("sample " + target + " " + args);
+    expect_error(r, 2, "cannot store --scheme ");
+    EXPECT_FALSE(std::filesystem::exists(target)) << r.out;
+  }
+  expect_error(run_cli("sample " + target + " --format awq --scheme int8-g32-asym"), 2,
+               "--format awq cannot store --scheme int8-g32-asym (--hidden 512, --intermediate "
+               "256): gate_proj: AWQ gemm holds int4 without act-order, not int8 g32 asym");
+}
+
+// Errors the library words over several lines (the oracle's reasons) come out as one line.
+TEST(ExitCodes, NoBackendForAnAutoRunIsOneLine) {
+  TempDir dir("mxfp4run");
+  ASSERT_EQ(run_cli("sample " + (dir / "c") + " --format mxfp4").status, 0);
+  expect_error(run_cli("run " + (dir / "c")), 1,
+               "no backend can run this layer (mxfp4, E=8 H=512 I=256 top-2 "
+               "swigluoai_uninterleave, bias) on host CPU");
+  expect_error(run_cli("demo --model " + (dir / "c")), 1, "ask for backend 'emulation'");
 }
 
 TEST(ExitCodes, DeviceNamesIgnoreCase) {
@@ -155,6 +214,66 @@ TEST(ExitCodes, EveryLayerTheConfigDeclaresMustExist) {
   expect_error(run_cli("inspect " + c.string()), 1, "1 problem in the checkpoint");
   set_config(c, "num_hidden_layers", 2);  // MoE layer 1 only: all there
   EXPECT_EQ(run_cli("inspect " + c.string()).status, 0);
+}
+
+// run and explain do what they can, then exit 1 naming the layers no file holds, as verify does.
+TEST(ExitCodes, RunAndExplainFailOnLayersNoFileHolds) {
+  TempDir dir("declared_run");
+  const std::filesystem::path c = dir.path() / "c";
+  ASSERT_EQ(run_cli("sample " + c.string()).status, 0);
+  set_config(c, "num_hidden_layers", 4);  // MoE layers 0..3: 2 and 3 are missing
+  const std::string missing =
+      c.string() + ": layers 2-3 are MoE layers by config.json but no file holds their experts";
+  for (const std::string& command : {"run " + c.string() + " --tokens 1", "explain " + c.string(),
+                                     "explain " + c.string() + " --json"}) {
+    SCOPED_TRACE(command);
+    const CliRun r = run_cli(command);
+    expect_error(r, 1, missing);
+    EXPECT_EQ(r.out.find("qmoe: error:"), r.out.rfind("qmoe: error:")) << r.out;
+  }
+  const CliRun ran = run_cli("run " + c.string() + " --tokens 1");
+  EXPECT_NE(ran.out.find("layer 1: cpu on cpu"), std::string::npos) << ran.out;
+  expect_error(
+      run_cli("run " + c.string() + " --tokens 1 --layers 1,3"), 1,
+      c.string() + ": layer 3 is an MoE layer by config.json but no file holds its experts");
+  EXPECT_EQ(run_cli("run " + c.string() + " --tokens 1 --layers 1").status, 0);
+  const CliRun json = run_cli("explain " + c.string() + " --json");
+  const nlohmann::json j = nlohmann::json::parse(json.out.substr(0, json.out.find("\nqmoe:")));
+  EXPECT_EQ(j["problems"].size(), 1u) << j.dump(2);
+}
+
+// A NaN scale is a problem for every command that reads the checkpoint, explain included.
+TEST(ExitCodes, NanScaleFailsEveryCommand) {
+  TempDir dir("nanscale");
+  const std::filesystem::path c = dir.path() / "c";
+  ASSERT_EQ(run_cli("sample " + c.string()).status, 0);
+  overwrite_tensor_bytes(c / "model.safetensors", "model.layers.1.mlp.experts.2.up_proj.scales", 6,
+                         {std::byte{0x00}, std::byte{0x7e}});  // f16 NaN
+  for (const char* command : {"inspect", "verify", "run", "explain"}) {
+    SCOPED_TRACE(command);
+    const CliRun r = run_cli(std::string(command) + " " + c.string());
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("is nan"), std::string::npos) << r.out;
+  }
+  expect_error(run_cli("explain " + c.string()), 1, c.string() + ": layer 1 does not load");
+  expect_error(run_cli("run " + c.string()), 1, c.string() + ": layer 1 does not load");
+}
+
+// AutoGPTQ's overwritten zero points (a fixture its own packer wrote): reported and read as 0 by
+// default, refused by every command that reads the layer when --strict-zeros is given.
+TEST(ExitCodes, StrictZerosRefusesZeroPointsAutoGptqOverwrote) {
+  const std::string fixture =
+      std::string(QMOE_TEST_DATA_DIR) + "/gptq-library-int4-g32-asym-zero-overflow";
+  const CliRun loose = run_cli("inspect " + fixture);
+  EXPECT_EQ(loose.status, 0) << loose.out;
+  EXPECT_NE(loose.out.find("were overwritten by a zero point of 0"), std::string::npos)
+      << loose.out;
+  for (const char* command : {"inspect", "verify", "run", "explain"}) {
+    SCOPED_TRACE(command);
+    const CliRun r = run_cli(std::string(command) + " " + fixture + " --strict-zeros");
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("refused by strict_zeros"), std::string::npos) << r.out;
+  }
 }
 
 TEST(ExitCodes, ExplainExitsOneWhenNoBackendCanRunALayer) {

@@ -63,6 +63,11 @@ TEST_F(Hygiene, SafetensorsLinkedToADeviceIsRefused) {
   expect_refused("model.safetensors: is a character device");
 }
 
+TEST_F(Hygiene, TruncatedSafetensorsIsNamedWithItsDirectory) {
+  std::filesystem::resize_file(ckpt_ / "model.safetensors", 100000);
+  expect_refused((ckpt_ / "model.safetensors").string() + ": tensor '");
+}
+
 TEST_F(Hygiene, OversizedConfigIsRefusedBeforeReading) {
   std::filesystem::resize_file(ckpt_ / "config.json", (64u << 20) + 1);  // sparse
   expect_refused("bytes, more than the 67108864 accepted");

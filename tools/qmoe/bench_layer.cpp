@@ -16,7 +16,7 @@ namespace qmoe::cli {
 BenchLayer make_bench_layer(const LayerSource& o) {
   if (!o.dir.empty()) {
     if (!o.shape.empty()) usage_error("give a checkpoint directory or --shape, not both");
-    const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
+    const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
     const int layer = ckpt.moe_layers().front();
     return {fmt::format("{} layer {}", o.dir, layer), ckpt.layer_config(layer),
             ckpt.load_layer(layer)};
@@ -66,8 +66,7 @@ void add_layer_flags(CLI::App& cmd, LayerSource& source) {
   cmd.add_option("--shape", source.shape,
                  "H,I,E,TOPK of a random layer (default 2048,768,32,8 without DIR)");
   cmd.add_option("--scheme", source.scheme, "Scheme of the random layer")->capture_default_str();
-  cmd.add_flag("--moe-wna16", source.moe_wna16,
-               "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  add_open_flags(cmd, source.open);
   cmd.add_option("--seed", source.seed, "Random seed")->capture_default_str();
 }
 

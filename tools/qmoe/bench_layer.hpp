@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "open_flags.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/quant.hpp"
 
@@ -16,7 +17,7 @@ struct LayerSource {
   std::string dir;
   std::string shape;  // "H,I,E,TOPK"; empty with no dir: 2048,768,32,8
   std::string scheme = "int4-g128";
-  bool moe_wna16 = false;
+  OpenFlags open;
   uint64_t seed = 2026;
 };
 

@@ -18,6 +18,7 @@
 #include "bench_layer.hpp"
 #include "command.hpp"
 #include "core/check.hpp"
+#include "flag_checks.hpp"
 #include "forward_run.hpp"
 #include "placed_tensor.hpp"
 #include "progress.hpp"
@@ -424,18 +425,17 @@ void add_bench(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "bench", "Time one MoE layer on every backend of a device against a float baseline");
   add_layer_flags(*cmd, o->layer);
-  cmd->add_option("--m", o->m, "Token counts, e.g. 1,8,32,128")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--m", o->m, "Token counts, e.g. 1,8,32,128")->delimiter(',')->check(at_least(1));
   cmd->add_option("--device", o->device, "auto (a GPU when present), cpu, cuda or cuda:N")
       ->capture_default_str();
   cmd->add_option("--backend", o->backends,
                   "Backends to time, e.g. cpu,emulation (default: every compatible one but the "
                   "emulation)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(backend_name());
   cmd->add_option("--seconds", o->seconds, "Sampling time per row")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
   cmd->add_option("--plot", o->plot, "Write an SVG chart of time against M per backend");
   cmd->add_flag("--quiet", o->quiet, "No progress line");

@@ -4,11 +4,13 @@
 
 #include "command.hpp"
 #include "core/check.hpp"
+#include "flag_checks.hpp"
 #include "forward_run.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/device.hpp"
 #include "qmoe/moe.hpp"
 #include "sample/random_moe.hpp"
+#include "token_memory.hpp"
 #include "units.hpp"
 
 namespace qmoe::cli {
@@ -33,6 +35,12 @@ sample::MoECase default_case(const DemoOptions& o, DType dtype) {
                               .scheme = QuantScheme{.bits = 4, .group_size = 128},
                               .act_dtype = dtype,
                               .seed = o.seed};
+  MoEConfig config;
+  config.num_experts = spec.E;
+  config.hidden = spec.H;
+  config.intermediate = spec.I;
+  config.routing.top_k = spec.top_k;
+  check_tokens_fit(o.tokens, config, dtype);
   fmt::print("qmoe demo: E={} top-k={} H={} I={} {} weights, {} in {}\n", spec.E, spec.top_k,
              spec.H, spec.I, to_string(spec.scheme), plural(spec.M, "token", "tokens"),
              name(dtype));
@@ -44,6 +52,7 @@ sample::MoECase model_case(const DemoOptions& o, DType dtype) {
   const Checkpoint ckpt = Checkpoint::open(o.model);
   const int layer = ckpt.moe_layers().front();
   const MoEConfig m = ckpt.layer_config(layer);
+  check_tokens_fit(o.tokens, m, dtype);
   fmt::print("qmoe demo: {} layer {} ({}): E={} top-k={} H={} I={} {} weights, {} in {}\n", o.model,
              layer, ckpt.format(), m.num_experts, m.top_k(), m.hidden, m.intermediate,
              to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"), name(dtype));
@@ -78,17 +87,18 @@ void add_demo(CLI::App& root) {
   CLI::App* demo = root.add_subcommand(
       "demo", "Run a small built-in int4 MoE on the selected backend and check it");
   demo->add_option("--backend", options->backend, "Backend name, or auto for the oracle's choice")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(backend_name());
   demo->add_option("--device", options->device, "auto (a GPU when present), cpu, cuda or cuda:N")
       ->capture_default_str();
   demo->add_option("--dtype", options->dtype, "Activation dtype: auto, f32, bf16 or f16")
       ->capture_default_str();
   demo->add_option("--tokens", options->tokens, "Tokens in the batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   demo->add_option("--repeats", options->repeats, "Timed forwards")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   demo->add_option("--seed", options->seed, "Random seed")->capture_default_str();
   demo->add_option("--model", options->model,
                    "Checkpoint directory: run its first MoE layer instead of the built-in one");

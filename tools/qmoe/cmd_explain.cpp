@@ -1,6 +1,7 @@
 // `qmoe explain`: which backend the oracle picks for a checkpoint's MoE layers (or a layer
 // described by flags) on a device, and why each other backend was rejected. Table or --json.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -8,7 +9,11 @@
 
 #include "command.hpp"
 #include "core/check.hpp"
+#include "flag_checks.hpp"
+#include "layer_problems.hpp"
 #include "moe/tuning.hpp"
+#include "open_flags.hpp"
+#include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/oracle.hpp"
 #include "qmoe/shard.hpp"
@@ -23,8 +28,8 @@ struct ExplainOptions {
   std::string backend = "auto";
   std::string dtype;  // empty: not known, every activation dtype is assumed possible
   int tp = 1, ep = 1;
-  bool json = false;
-  bool moe_wna16 = false;  // read the checkpoint as vLLM's moe_wna16 method does
+  bool json = false, quiet = false;
+  OpenFlags open;
   // A layer described by flags instead of a checkpoint.
   int bits = 4;
   int group = 128;
@@ -68,27 +73,23 @@ LayerDesc described_layer(const ExplainOptions& o) {
   return describe(scheme, config);
 }
 
-std::string layer_list(const std::vector<int>& layers) {
-  std::string text;
-  for (size_t i = 0; i < layers.size();) {
-    size_t j = i;
-    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
-    text += fmt::format(
-        "{}{}", text.empty() ? "" : ", ",
-        i == j ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]));
-    i = j + 1;
-  }
-  return text;
-}
-
-std::vector<LayerGroup> layer_groups(const ExplainOptions& o) {
+// The checkpoint's MoE layers, each loaded once so that a layer explain would pass but that does
+// not load (a NaN scale, a missing expert) is a problem here as in every other command.
+std::vector<LayerGroup> layer_groups(const ExplainOptions& o, LayerProblems& problems) {
   const bool described = o.experts > 0 || o.hidden > 0 || o.intermediate > 0;
   if (o.dir.empty())
     return {{{}, "described by flags", parse_flag([&] { return described_layer(o); })}};
   if (described) usage_error("give a checkpoint directory or describe a layer by flags, not both");
-  const Checkpoint ckpt = Checkpoint::open(o.dir, OpenOptions{.as_moe_wna16 = o.moe_wna16});
+  const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
   const std::vector<int> layers = ckpt.moe_layers();
   check(!layers.empty(), "{} holds no quantized MoE layers", o.dir);
+  problems = LayerProblems(ckpt.missing_layers());
+  Progress progress("checking", static_cast<int64_t>(layers.size()), !o.quiet && !o.json);
+  for (int layer : layers) {
+    progress.at(fmt::format("layer {}: loading", layer));
+    problems.load(ckpt, layer);
+    progress.step();
+  }
   // The checkpoint declares one scheme and one MoE shape for all its expert layers.
   return {{layers, fmt::format("{} checkpoint {}", ckpt.format(), o.dir),
            describe(ckpt.scheme(), ckpt.moe_config())}};
@@ -124,11 +125,12 @@ std::string shard_line(const ShardPlan& plan) {
       plan.layer.intermediate);
 }
 
-void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
+void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
+                 const LayerProblems& problems) {
   fmt::print("device: {}\n", device.to_string());
   for (const Explained& e : all) {
     fmt::print("\n{}{}\n",
-               e.group.layers.empty() ? "layer" : "layers " + layer_list(e.group.layers),
+               e.group.layers.empty() ? "layer" : "layers " + number_ranges(e.group.layers),
                fmt::format(" ({}): {}", e.group.source, e.group.layer.to_string()));
     if (e.plan) fmt::print("shard: {}\n", shard_line(*e.plan));
     size_t width = 7;
@@ -155,12 +157,15 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device) {
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
   }
+  if (!problems.empty()) fmt::print("\nproblems:\n");
+  for (const std::string& line : problems.lines()) fmt::print("  {}\n", line);
   fmt::print("\nbackends:\n");
   for (const Verdict& v : all.front().selection.verdicts)
     fmt::print("  {:<12} {}\n", v.backend, v.summary);
 }
 
-void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
+void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
+                const LayerProblems& problems) {
   nlohmann::json out;
   out["device"] = {{"name", device.name},
                    {"kind", device.kind == DeviceKind::cpu ? "cpu" : "cuda"},
@@ -204,25 +209,30 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device) {
                            {"weight_bytes", step.weight_bytes}});
     out["groups"].push_back(std::move(g));
   }
+  out["problems"] = problems.lines();
   fmt::print("{}\n", out.dump(2));
 }
 
 void run_explain(const ExplainOptions& o) {
   const DeviceDesc device = parse_flag([&] { return parse_device(o.device); });
+  LayerProblems problems({});
   std::vector<Explained> all;
-  for (LayerGroup& g : layer_groups(o)) all.push_back(explain(std::move(g), o, device));
+  for (LayerGroup& g : layer_groups(o, problems)) all.push_back(explain(std::move(g), o, device));
   if (o.json) {
-    print_json(all, device);
+    print_json(all, device, problems);
   } else {
-    print_table(all, device);
+    print_table(all, device, problems);
   }
+  std::vector<std::string> what;
+  if (!problems.empty()) what.push_back(fmt::format("{}: {}", o.dir, problems.summary()));
   for (const Explained& e : all) {
     if (!e.selection.error.empty())
-      throw ProblemFound{
-          fmt::format("no backend can run {} on {}",
-                      e.group.layers.empty() ? "the layer" : "layers " + layer_list(e.group.layers),
-                      device.to_string())};
+      what.push_back(fmt::format(
+          "no backend can run {} on {}",
+          e.group.layers.empty() ? "the layer" : "layers " + number_ranges(e.group.layers),
+          device.to_string()));
   }
+  if (!what.empty()) throw ProblemFound{fmt::format("{}", fmt::join(what, "; "))};
 }
 
 void add_explain(CLI::App& root) {
@@ -234,17 +244,14 @@ void add_explain(CLI::App& root) {
                   "cpu (this host), cpu:avx2,fma,..., cuda[:N], sm_80, sm_90a, a100, h100, ...")
       ->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto, or the backend you want checked")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(backend_name());
   cmd->add_option("--dtype", o->dtype, "Activation dtype f32, f16 or bf16 (default: any)");
-  cmd->add_option("--tp", o->tp, "Tensor-parallel size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--ep", o->ep, "Expert-parallel size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--ep", o->ep, "Expert-parallel size")->capture_default_str()->check(at_least(1));
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
-  cmd->add_flag("--moe-wna16", o->moe_wna16,
-                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  cmd->add_flag("--quiet", o->quiet, "No progress line");
+  add_open_flags(*cmd, o->open);
   cmd->add_option("--bits", o->bits, "Layer by flags: weight bits (4 or 8)")->capture_default_str();
   cmd->add_option("--group", o->group, "Layer by flags: group size (-1 = channelwise)")
       ->capture_default_str();

@@ -7,6 +7,7 @@
 
 #include "command.hpp"
 #include "format/inspect.hpp"
+#include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "units.hpp"
@@ -17,7 +18,7 @@ namespace {
 struct InspectOptions {
   std::string dir;
   bool json = false;
-  bool moe_wna16 = false;
+  OpenFlags open;
   bool quiet = false;
 };
 
@@ -63,7 +64,7 @@ void print_table(const format::CheckpointReport& r) {
 }
 
 void run_inspect(const InspectOptions& o) {
-  const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
+  const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
   Progress progress("loading layer", static_cast<int64_t>(ckpt.moe_layers().size()),
                     !o.quiet && !o.json);
   const format::CheckpointReport report = format::inspect(ckpt, [&] { progress.step(); });
@@ -85,8 +86,7 @@ void add_inspect(CLI::App& root) {
       "inspect", "Show what a quantized MoE checkpoint holds and anything suspicious in it");
   cmd->add_option("dir", options->dir, "Model directory (config.json + *.safetensors)")->required();
   cmd->add_flag("--json", options->json, "Print JSON instead of a table");
-  cmd->add_flag("--moe-wna16", options->moe_wna16,
-                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  add_open_flags(*cmd, options->open);
   cmd->add_flag("--quiet", options->quiet, "No progress line");
   cmd->callback([options] { run_inspect(*options); });
 }

@@ -5,18 +5,23 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "command.hpp"
 #include "core/check.hpp"
+#include "flag_checks.hpp"
 #include "format/mapped_file.hpp"
 #include "format/safetensors.hpp"
 #include "format/safetensors_writer.hpp"
 #include "forward_run.hpp"
+#include "layer_problems.hpp"
+#include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "sample/random_moe.hpp"
+#include "token_memory.hpp"
 #include "units.hpp"
 
 namespace qmoe::cli {
@@ -32,7 +37,7 @@ struct RunOptions {
   std::string input, output;
   int repeats = 10;
   uint64_t seed = 2026;
-  bool moe_wna16 = false;
+  OpenFlags open;
   bool quiet = false;
 };
 
@@ -73,34 +78,67 @@ Inputs read_inputs(const std::string& path, const MoEConfig& config, std::mt1993
   return in;
 }
 
+// The MoE layers to run (--layers, or all) that the files hold; those that config.json declares
+// but no file holds go to `missing`.
+std::vector<int> layers_to_run(const RunOptions& o, const Checkpoint& ckpt,
+                               std::vector<int>& missing) {
+  const std::vector<int> present = ckpt.moe_layers(), declared = ckpt.missing_layers();
+  auto holds = [](const std::vector<int>& list, int l) {
+    return std::find(list.begin(), list.end(), l) != list.end();
+  };
+  if (o.layers.empty()) {
+    missing = declared;
+    return present;
+  }
+  std::vector<int> layers;
+  for (int l : o.layers) {
+    if (holds(declared, l)) {
+      missing.push_back(l);
+    } else if (!holds(present, l)) {
+      usage_error("--layers: {} is not an MoE layer of {} (MoE layers: {})", l, o.dir,
+                  number_ranges(present));
+    } else {
+      layers.push_back(l);
+    }
+  }
+  return layers;
+}
+
 void run_layers(const RunOptions& o) {
   const Device device = machine_device(o.device);
   const DType dtype = activation_dtype(o.dtype, device);
-  const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
-  const std::vector<int> all = ckpt.moe_layers();
-  const std::vector<int> layers = o.layers.empty() ? all : o.layers;
-  for (int l : layers) {
-    if (std::find(all.begin(), all.end(), l) == all.end())
-      usage_error("--layers: {} is not an MoE layer of {} (MoE layers: {}..{})", l, o.dir,
-                  all.front(), all.back());
-  }
+  const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
+  if (o.input.empty()) check_tokens_fit(o.tokens, ckpt.moe_config(), dtype);
+  std::vector<int> missing;
+  const std::vector<int> layers = layers_to_run(o, ckpt, missing);
+  LayerProblems problems(std::move(missing));
   format::SafetensorsWriter saved;
   int failures = 0;
   Progress progress("running", static_cast<int64_t>(layers.size()), !o.quiet);
   for (int layer : layers) {
+    progress.at(fmt::format("layer {}: loading", layer));
+    std::optional<QuantizedExperts> experts = problems.load(ckpt, layer);
+    if (!experts) {
+      progress.step();
+      continue;
+    }
     std::mt19937_64 rng(o.seed + static_cast<uint64_t>(layer));
     const MoEConfig config = ckpt.layer_config(layer);
+    progress.at(fmt::format("layer {}: float64 reference", layer));
     sample::MoECase c;
     if (o.input.empty()) {
-      c = sample::make_case(config, ckpt.load_layer(layer), o.tokens, dtype, rng);
+      c = sample::make_case(config, std::move(*experts), o.tokens, dtype, rng);
     } else {
       Inputs in = read_inputs(o.input, config, rng);
-      c = sample::make_case(config, ckpt.load_layer(layer), std::move(in.hidden),
+      c = sample::make_case(config, std::move(*experts), std::move(in.hidden),
                             std::move(in.router_logits));
     }
     const int64_t M = c.hidden.shape()[0];
+    progress.at(fmt::format("layer {}: preparing", layer));
     const MoE moe(c.config, *c.experts, o.backend, device);
     Buffer out(c.hidden.dtype(), {M, config.hidden});
+    progress.at(fmt::format("layer {}: {} on {}, {} forwards", layer, moe.backend_name(),
+                            to_string(device), o.repeats));
     const double seconds =
         run_forwards(moe, c.hidden, c.router_logits, out, device, o.repeats).median();
     const double error = sample::relative_error(out, c.reference);
@@ -134,9 +172,13 @@ void run_layers(const RunOptions& o) {
     saved.write(o.output);
     fmt::print("wrote {}\n", o.output);
   }
+  progress.clear();
+  for (const std::string& line : problems.lines()) fmt::print("{}\n", line);
+  std::string what = problems.summary();
   if (failures > 0)
-    throw ProblemFound{
-        fmt::format("{} above the error bound", plural(failures, "layer is", "layers are"))};
+    what += (what.empty() ? "" : "; ") +
+            fmt::format("{} above the error bound", plural(failures, "layer is", "layers are"));
+  if (!what.empty()) throw ProblemFound{fmt::format("{}: {}", o.dir, what)};
 }
 
 void add_run(CLI::App& root) {
@@ -147,9 +189,10 @@ void add_run(CLI::App& root) {
   cmd->add_option("--layers", o->layers, "Layers to run, e.g. 0,3 (default: all)")->delimiter(',');
   cmd->add_option("--tokens", o->tokens, "Random tokens per forward (ignored with --input)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--backend", o->backend, "Backend name, or auto for the oracle's choice")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(backend_name());
   cmd->add_option("--device", o->device, "auto (a GPU when present), cpu, cuda or cuda:N")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Activation dtype: auto, f32, bf16 or f16")
@@ -159,10 +202,9 @@ void add_run(CLI::App& root) {
   cmd->add_option("--output", o->output, "Write each layer's output ('layers.L.out') here");
   cmd->add_option("--repeats", o->repeats, "Timed forwards per layer")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  cmd->add_flag("--moe-wna16", o->moe_wna16,
-                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  add_open_flags(*cmd, o->open);
   cmd->add_flag("--quiet", o->quiet, "No progress line");
   cmd->callback([o] { run_layers(*o); });
 }

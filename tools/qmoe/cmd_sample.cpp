@@ -4,8 +4,13 @@
 
 #include <filesystem>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "command.hpp"
+#include "flag_checks.hpp"
+#include "format/adapter.hpp"
+#include "format/projection.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "sample/random_moe.hpp"
 #include "scheme_flag.hpp"
@@ -25,14 +30,38 @@ struct SampleOptions {
   bool force = false;  // replace a checkpoint already in dir
 };
 
-// Removes the files of a checkpoint (config.json, *.safetensors, the index) from dir, nothing else.
-void remove_checkpoint(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) return;
+// The files of a checkpoint in dir (config.json, *.safetensors, the index), nothing else.
+std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::is_directory(dir)) return files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::filesystem::path& p = entry.path();
     if (p.filename() == "config.json" || p.filename() == "model.safetensors.index.json" ||
         p.extension() == ".safetensors")
-      std::filesystem::remove(p);
+      files.push_back(p);
+  }
+  return files;
+}
+
+// The format's own writer, given one expert of the layer in memory, refuses a scheme or a shape
+// the format cannot store before anything is created on disk. (mxfp4 stores its experts fused,
+// without an adapter; the scheme checks above are all its rules.)
+void check_format_stores(const QuantizedExperts& layer, const WriteOptions& options,
+                         const SampleOptions& o, const std::string& scheme_text) {
+  if (options.format == CheckpointFormat::mxfp4) return;
+  const format::FormatAdapter& adapter = format::adapter_for(options.format);
+  format::SafetensorsWriter scratch;
+  const std::pair<const char*, const QuantizedWeight*> projections[] = {{"gate_proj", &layer.w13()},
+                                                                        {"down_proj", &layer.w2()}};
+  try {
+    for (const auto& [module, w] : projections) {
+      const int64_t rows = w == &layer.w13() ? o.intermediate : w->N;
+      const format::ProjectionSpec spec{module, rows, w->K, w->scheme, options.gptq_version};
+      adapter.write(scratch, spec, format::slice_projection(*w, 0, 0, rows), options);
+    }
+  } catch (const Error& e) {
+    usage_error("--format {} cannot store --scheme {} (--hidden {}, --intermediate {}): {}",
+                o.format, scheme_text, o.hidden, o.intermediate, e.what());
   }
 }
 
@@ -88,6 +117,8 @@ void run_sample(const SampleOptions& o) {
     options.naming = ExpertNaming::gpt_oss;
     options.model_type = "gpt_oss";
   }
+  if (!o.force && !checkpoint_files(o.dir).empty())
+    usage_error("{} already holds a checkpoint; give --force to replace it", o.dir);
   std::mt19937_64 rng(o.seed);
   std::vector<QuantizedExperts> layers;
   for (int l = 0; l < o.layers; ++l) {
@@ -100,8 +131,9 @@ void run_sample(const SampleOptions& o) {
       if (w->has_bias()) sample::round_to_dtype(w->bias, options.scale_dtype);
     }
     layers.emplace_back(std::move(w13), std::move(w2));
+    if (l == 0) check_format_stores(layers.front(), options, o, scheme_text);
   }
-  if (o.force) remove_checkpoint(o.dir);
+  for (const std::filesystem::path& file : checkpoint_files(o.dir)) std::filesystem::remove(file);
   write_checkpoint(o.dir, config, layers, options);
 
   int64_t bytes = 0;
@@ -129,7 +161,7 @@ void add_sample(CLI::App& root) {
                   "(default: the format's usual one)");
   cmd->add_option("--layers", o->layers, "MoE layers")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+      ->check(between(1, 64));
   cmd->add_option("--experts", o->experts, "Experts per layer")->capture_default_str();
   cmd->add_option("--hidden", o->hidden, "Hidden size H")->capture_default_str();
   cmd->add_option("--intermediate", o->intermediate, "Expert intermediate size I")

@@ -9,6 +9,7 @@
 
 #include "bench_layer.hpp"
 #include "command.hpp"
+#include "flag_checks.hpp"
 #include "forward_run.hpp"
 #include "moe/tuning.hpp"
 #include "qmoe/moe.hpp"
@@ -87,7 +88,7 @@ void add_tune(CLI::App& root) {
   add_layer_flags(*cmd, o->layer);
   cmd->add_option("--m", o->m, "Token counts of the sweep")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--device", o->device, "auto (the first GPU), cuda or cuda:N")
       ->capture_default_str();
@@ -96,7 +97,7 @@ void add_tune(CLI::App& root) {
   cmd->add_option("--file", o->file, "Tune file (default: QMOE_TUNE_FILE or ~/.cache/qmoe)");
   cmd->add_option("--repeats", o->repeats, "Timed forwards per backend and M")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--dry-run", o->dry_run, "Measure and print, store nothing");
   cmd->callback([o] { run_tune(*o); });
 }

@@ -6,11 +6,14 @@
 #include <random>
 
 #include "command.hpp"
+#include "flag_checks.hpp"
 #include "forward_run.hpp"
+#include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/oracle.hpp"
 #include "sample/random_moe.hpp"
+#include "token_memory.hpp"
 #include "units.hpp"
 
 namespace qmoe::cli {
@@ -18,11 +21,13 @@ namespace {
 
 struct VerifyOptions {
   std::string dir;
-  bool moe_wna16 = false;
+  OpenFlags open;
   int64_t tokens = 16;
   uint64_t seed = 2026;
   bool quiet = false;
 };
+
+constexpr int kForwards = 3;  // timed per backend; the median is reported
 
 struct Row {
   int layer = 0;
@@ -41,11 +46,14 @@ void print_row(const Row& r) {
 
 // Every backend that passes the oracle's checks for this layer on `device`, each run and compared.
 std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& config,
-                          const QuantizedExperts& experts, const VerifyOptions& o) {
+                          const QuantizedExperts& experts, const VerifyOptions& o,
+                          Progress& progress) {
   const DType dtype = activation_dtype("auto", device.device());
+  const std::string where = fmt::format("layer {}: ", layer);
   LayerDesc desc = describe(experts, config);
   desc.activation_dtype = dtype;
   std::mt19937_64 rng(o.seed + static_cast<uint64_t>(layer));
+  progress.at(where + "float64 reference");
   const sample::MoECase c = sample::make_case(config, experts.clone(), o.tokens, dtype, rng);
   std::vector<Row> rows;
   for (const Verdict& v : evaluate(desc, device).verdicts) {
@@ -57,9 +65,12 @@ std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& 
           .bound = error_bound(dtype),
           .failure = {}};
     try {
+      progress.at(fmt::format("{}{} on {}, preparing", where, r.backend, r.device));
       const MoE moe(c.config, *c.experts, v.backend, device.device());
       Buffer out(dtype, {o.tokens, config.hidden});
-      r.seconds = run_forwards(moe, c.hidden, c.router_logits, out, device.device(), 3).median();
+      progress.at(fmt::format("{}{} on {}, {} forwards", where, r.backend, r.device, kForwards));
+      r.seconds =
+          run_forwards(moe, c.hidden, c.router_logits, out, device.device(), kForwards).median();
       r.error = sample::relative_error(out, c.reference);
       if (!(r.error < r.bound)) r.failure = "error above the bound";
     } catch (const Error& e) {
@@ -77,8 +88,10 @@ std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& 
 }
 
 void run_verify(const VerifyOptions& o) {
-  const Checkpoint ckpt = Checkpoint::open(o.dir, {.as_moe_wna16 = o.moe_wna16});
+  const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
   const std::vector<DeviceDesc> devices = machine_devices();
+  for (const DeviceDesc& device : devices)
+    check_tokens_fit(o.tokens, ckpt.moe_config(), activation_dtype("auto", device.device()));
   fmt::print("{}: {} checkpoint, {}, {} per check\n", o.dir, ckpt.format(),
              to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"));
   fmt::print("{:>5}  {:<10}  {:<8}  {:<5}  {:>10}  {:>8}  {:>10}  {}\n", "layer", "backend",
@@ -87,11 +100,13 @@ void run_verify(const VerifyOptions& o) {
   Progress progress("verifying", static_cast<int64_t>(ckpt.moe_layers().size()), !o.quiet);
   for (int layer : ckpt.moe_layers()) {
     std::vector<Row> rows;
+    progress.at(fmt::format("layer {}: loading", layer));
     try {
       const QuantizedExperts experts = ckpt.load_layer(layer);
       const MoEConfig config = ckpt.layer_config(layer);
       for (const DeviceDesc& device : devices) {
-        for (Row& r : check_on(device, layer, config, experts, o)) rows.push_back(std::move(r));
+        for (Row& r : check_on(device, layer, config, experts, o, progress))
+          rows.push_back(std::move(r));
       }
     } catch (const Error& e) {
       rows.push_back(Row{.layer = layer, .failure = std::string("does not load: ") + e.what()});
@@ -118,11 +133,10 @@ void add_verify(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "verify", "Check every layer on every backend of this machine against the reference");
   cmd->add_option("dir", o->dir, "Checkpoint directory")->required();
-  cmd->add_flag("--moe-wna16", o->moe_wna16,
-                "Read a GPTQ/AWQ checkpoint the way vLLM's moe_wna16 method does");
+  add_open_flags(*cmd, o->open);
   cmd->add_option("--tokens", o->tokens, "Random tokens per check")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress line");
   cmd->callback([o] { run_verify(*o); });

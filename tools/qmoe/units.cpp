@@ -41,4 +41,17 @@ std::string plural(int64_t n, const char* one, const char* many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
+std::string number_ranges(const std::vector<int>& ascending) {
+  std::string text;
+  for (size_t i = 0; i < ascending.size();) {
+    size_t j = i;
+    while (j + 1 < ascending.size() && ascending[j + 1] == ascending[j] + 1) ++j;
+    text += fmt::format("{}{}", text.empty() ? "" : ", ",
+                        i == j ? fmt::format("{}", ascending[i])
+                               : fmt::format("{}-{}", ascending[i], ascending[j]));
+    i = j + 1;
+  }
+  return text;
+}
+
 }  // namespace qmoe::cli
