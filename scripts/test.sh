@@ -3,7 +3,9 @@
 # then builds a project against the installed CMake package and tests the Python package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+# Everything, whatever an earlier scripts/demo.sh configured (it leaves out tests and, on a
+# machine without a GPU, the CUDA backends).
+scripts/build.sh -DQMOE_CUDA=AUTO -DQMOE_BUILD_TESTS=ON
 scripts/check-format.sh
 status=0
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 1200 || status=$?
