@@ -28,7 +28,7 @@ case "$target" in
     sources=(src/format/model_config.cpp src/format/json_fields.cpp src/format/module_pattern.cpp
              src/format/registry.cpp src/format/adapter.cpp src/format/gptq.cpp src/format/awq.cpp
              src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp
-             src/format/gptq_zero_overflow.cpp src/format/packing.cpp
+             src/format/gptq_zero_overflow.cpp src/format/expert_names.cpp src/format/packing.cpp
              src/format/tensor_read.cpp src/format/tensor_store.cpp src/format/safetensors.cpp
              src/format/safetensors_writer.cpp src/format/mapped_file.cpp
              src/format/regular_file.cpp src/config/moe_config.cpp src/quant/scheme.cpp
@@ -74,6 +74,8 @@ while IFS= read -r f; do
 done < <(find "$root/tests/data" -name "$seeds" | sort)
 # New inputs go to the first corpus directory only; the kept one is read. libFuzzer's default exit
 # code for a finding is 77, which CTest would read as "skipped".
+kept=()
+[ -d "$root/fuzz/corpus/$target" ] && kept=("$root/fuzz/corpus/$target")
 "$binary" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
   -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$out/" -print_final_stats=1 "$@" \
-  "$corpus" "$root/fuzz/corpus/$target"
+  "$corpus" "${kept[@]}"
