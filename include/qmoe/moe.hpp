@@ -53,8 +53,11 @@ class MoE {
   // Same, with routing already done: topk_weights f32 [M, k], topk_ids i32 [M, k].
   // Routing input, on every backend: ids in 0..E-1, finite weights and logits, else Error; a
   // repeated id counts once per slot; M = 0 does nothing. CUDA backends check ids, weights and
-  // logits only when QMOE_CHECK_ROUTING=1 (a host sync per forward); otherwise out-of-range ids
-  // add nothing and non-finite values propagate.
+  // logits at once only when QMOE_CHECK_ROUTING=1 (a host sync per forward). Otherwise their
+  // kernels report an out-of-range id (which adds nothing to its token) or a non-finite weight
+  // made from the logits, and the layer's next forward or forward_routed, once the caller has
+  // synchronised, throws Error naming the token, slot and value; a non-finite weight given to
+  // forward_routed propagates into its token's output.
   void forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
                       TensorView out, void* stream = nullptr) const;
 

@@ -4,6 +4,7 @@
 #include "cuda/align.hpp"
 #include "cuda/align_tiling.hpp"
 #include "cuda/dependent_launch.cuh"
+#include "cuda/routing_fault.cuh"
 
 namespace qmoe {
 
@@ -17,10 +18,15 @@ static_assert(kThreads >= kMaxAlignExperts, "the scan gives every local expert o
 
 constexpr int kSteps = kPairsPerWarp / 32;  // pairs per lane
 
+// fault: where an id outside 0..E-1 is reported (nullptr: not reported), routing_fault.cuh.
 __device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, int num_experts,
-                                            const int32_t* expert_map, int num_local) {
+                                            const int32_t* expert_map, int num_local,
+                                            unsigned long long* fault) {
   const int e = topk_ids[i];
-  if (e < 0 || e >= num_experts) return -1;
+  if (e < 0 || e >= num_experts) {
+    cuda::report_routing_fault(fault, RoutingFault::expert_id, i, static_cast<uint32_t>(e));
+    return -1;
+  }
   const int local = expert_map ? expert_map[e] : e;
   return local < num_local ? local : -1;
 }
@@ -29,13 +35,15 @@ __device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, 
 // all loaded before any is used so the loads overlap.
 __device__ __forceinline__ void load_warp_run(const int32_t* topk_ids, int64_t num_pairs,
                                               int num_experts, const int32_t* expert_map,
-                                              int num_local, int (&e)[kSteps]) {
+                                              int num_local, unsigned long long* fault,
+                                              int (&e)[kSteps]) {
   const int64_t first =
       int64_t(blockIdx.x) * kPairsPerBlock + (threadIdx.x / 32) * kPairsPerWarp + threadIdx.x % 32;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int64_t i = first + s * 32;
-    e[s] = i < num_pairs ? local_expert(topk_ids, i, num_experts, expert_map, num_local) : -1;
+    e[s] =
+        i < num_pairs ? local_expert(topk_ids, i, num_experts, expert_map, num_local, fault) : -1;
   }
 }
 
@@ -196,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
   cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
-  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, out.fault, e);
   count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
   const int warps = warps_with_pairs(num_pairs);
@@ -223,8 +231,9 @@ __global__ void __launch_bounds__(kWarpPairs)
   const int lane = threadIdx.x;
   const unsigned lanes_below = (1u << lane) - 1u;
   const auto sentinel = static_cast<int32_t>(num_pairs);
-  const int e =
-      lane < num_pairs ? local_expert(topk_ids, lane, num_experts, expert_map, num_local) : -1;
+  const int e = lane < num_pairs
+                    ? local_expert(topk_ids, lane, num_experts, expert_map, num_local, out.fault)
+                    : -1;
   const unsigned same = __match_any_sync(0xffffffffu, e);
   // The lowest lane of each expert present leads it: its count, its padded rows.
   const bool leader = e >= 0 && (same & lanes_below) == 0;
@@ -296,7 +305,8 @@ __global__ void __launch_bounds__(kThreads)
   cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
-  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  // The scatter step reports bad ids: it reads every id too.
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, nullptr, e);
   count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
   if (threadIdx.x < num_local) {
@@ -340,7 +350,7 @@ __global__ void __launch_bounds__(kThreads)
   cuda::release_dependent_grids();
   __shared__ int table_sh[kWarps][kMaxAlignExperts];
   int e[kSteps];
-  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, e);
+  load_warp_run(topk_ids, num_pairs, num_experts, expert_map, num_local, out.fault, e);
   count_per_warp(e, num_pairs, num_local, table_sh);
   __syncthreads();
   if (threadIdx.x < num_local)

@@ -43,6 +43,9 @@ struct AlignOutputs {
   int32_t* active_experts = nullptr;   // [E_local] local experts with pairs, ascending; then -1
   int32_t* num_active = nullptr;       // [1] how many entries of active_experts are valid
   int32_t* pair_rows = nullptr;        // [M*k] sorted row of each pair; -1 = dropped (EP)
+  // Where a pair with an id outside 0..E-1 is reported (RoutingReport::device_word()); such pairs
+  // are dropped either way. nullptr: not reported.
+  unsigned long long* fault = nullptr;
 };
 
 // topk_ids: device i32 [num_pairs] (= [M, k] contiguous). expert_map: device i32 [num_experts]

@@ -3,6 +3,7 @@
 
 #include "cuda/dependent_launch.cuh"
 #include "cuda/routing.hpp"
+#include "cuda/routing_fault.cuh"
 #include "cuda/warp_reduce.cuh"
 
 namespace qmoe {
@@ -167,6 +168,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     float w = slot_weight;
     if (p.renormalize) w /= sum;
     w *= p.routed_scaling_factor;
+    // Non-finite logits make non-finite weights: reported, not silent (routing_report.hpp).
+    if (!isfinite(w))
+      cuda::report_routing_fault(p.fault, RoutingFault::weight, m * p.top_k + lane,
+                                 __float_as_uint(w));
     topk_weights[m * p.top_k + lane] = w;
     topk_ids[m * p.top_k + lane] = slot_id;
   }

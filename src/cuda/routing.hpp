@@ -22,6 +22,9 @@ struct RoutingParams {
   int n_group = 0;                         // 0 = no grouped top-k
   int topk_group = 0;                      // groups kept when n_group > 0
   const float* correction_bias = nullptr;  // device f32 [E], selection only; nullptr = none
+  // Where a non-finite weight (from non-finite logits) is reported (RoutingReport::device_word());
+  // nullptr: not reported.
+  unsigned long long* fault = nullptr;
 };
 
 // `bias_dev` must hold config.correction_bias on the device (or be nullptr when it is empty).

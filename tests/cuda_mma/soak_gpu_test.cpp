@@ -219,8 +219,11 @@ TEST_F(CudaMmaSoak, CheckingModeKeepsTheHostContract) {
   };
   const std::vector<float> ok_weights{0.5f, 0.5f, 0.3f, 0.7f, 0.9f, 0.1f};
   const std::vector<int32_t> ok_ids{0, 1, 2, 3, 4, 0};
-  // Default: no check, so no host sync; the contract is documented, not enforced.
+  // Default: no check, so no host sync; the kernels report the bad id and the next forward
+  // throws it (routing_report_gpu_test.cpp).
   EXPECT_EQ(routed_error({0, 1, 2, 5, 4, 0}, ok_weights), "");
+  EXPECT_NE(routed_error(ok_ids, ok_weights).find("topk_ids[1, 1] = 5, which is not an expert id"),
+            std::string::npos);
   const RoutingChecks on;
   EXPECT_EQ(routed_error(ok_ids, ok_weights), "");
   EXPECT_NE(routed_error({0, 1, 2, 5, 4, 0}, ok_weights)

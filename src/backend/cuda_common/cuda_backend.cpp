@@ -17,7 +17,8 @@ void check_cuda_layer_config(std::string_view backend, const MoEConfig& config) 
 }
 
 void check_routed_batch(std::string_view backend, const RoutedBatch& batch, int device, int top_k,
-                        int64_t num_experts) {
+                        int64_t num_experts, const RoutingReport& report) {
+  report.throw_if_reported(backend, top_k, num_experts);
   for (auto [t, what] : {std::pair{&batch.hidden, "hidden"},
                          {&batch.out, "out"},
                          {&batch.topk_weights, "topk_weights"},
@@ -44,8 +45,9 @@ void route_then_run(const Backend& backend, const PreparedExperts& prepared,
   const int64_t M = hidden.dim(0), k = config.top_k();
   if (routing_checks_on())
     check_router_logits(on_host<float>(router_logits, stream).data(), M, config.num_experts);
-  const RoutingParams params = routing_params(
+  RoutingParams params = routing_params(
       config.routing, correction_bias.empty() ? nullptr : correction_bias.as<float>());
+  params.fault = scratch.fault;
   validate_routing(params, config.num_experts);
   QMOE_CUDA_CHECK(route_topk_cuda(
       params, router_logits.data_as<const float>(), router_logits.stride(0), router_logits.dim(0),

@@ -11,21 +11,25 @@
 #include "core/check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/device_scope.hpp"
+#include "cuda/routing_report.hpp"
 
 namespace qmoe {
 
 struct RoutingScratch {
-  float* topk_weights = nullptr;  // [M, k] on the device
-  int32_t* topk_ids = nullptr;    // [M, k]
+  float* topk_weights = nullptr;        // [M, k] on the device
+  int32_t* topk_ids = nullptr;          // [M, k]
+  unsigned long long* fault = nullptr;  // the layer's RoutingReport::device_word()
 };
 
-// What run() of every CUDA backend checks of a routed batch: every tensor on cuda:`device` and
-// contiguous, out in hidden's dtype, topk_ids with `top_k` columns. Without the checking mode
-// (QMOE_CHECK_ROUTING=1) ids outside 0..E-1 are skipped by the alignment (the slot adds nothing)
-// and repeated ids are computed twice; the checking mode reads ids and weights back (a host sync)
-// and makes them the host backends' errors. Each backend checks hidden's dtype itself.
+// What run() of every CUDA backend checks of a routed batch: first the layer's routing report
+// (bad routing of an earlier forward that the kernels reported: an Error now), then every tensor
+// on cuda:`device` and contiguous, out in hidden's dtype, topk_ids with `top_k` columns. Without
+// the checking mode (QMOE_CHECK_ROUTING=1) ids outside 0..E-1 are skipped by the alignment (the
+// slot adds nothing) and reported, and repeated ids are computed twice; the checking mode reads
+// ids and weights back (a host sync) and makes them the host backends' errors at once. Each
+// backend checks hidden's dtype itself.
 void check_routed_batch(std::string_view backend, const RoutedBatch& batch, int device, int top_k,
-                        int64_t num_experts);
+                        int64_t num_experts, const RoutingReport& report);
 
 // correction_bias: the config's routing bias on the device (empty when there is none).
 void route_then_run(const Backend& backend, const PreparedExperts& prepared,
@@ -39,9 +43,10 @@ void check_cuda_layer_config(std::string_view backend, const MoEConfig& config);
 
 // prepare(), forward() and reserve() of a CUDA backend, the same for all: Experts is its prepared
 // layer, built from (experts, host layout, config, device index), holding `device`,
-// `correction_bias` and `workspace(stream, tokens)` (the stream's shared workspace, grown to hold
-// `tokens`). Experts::HostLayout, built from (experts, config), is the host half of prepare: every
-// check and conversion made before the upload. The backend adds name() and run().
+// `correction_bias`, `routing_report` and `workspace(stream, tokens)` (the stream's shared
+// workspace, grown to hold `tokens`). Experts::HostLayout, built from (experts, config), is the
+// host half of prepare: every check and conversion made before the upload. The backend adds name()
+// and run().
 template <class Experts>
 class CudaBackend : public Backend {
  public:
@@ -67,7 +72,9 @@ class CudaBackend : public Backend {
     const auto s = static_cast<cudaStream_t>(stream);
     const auto& ws = p.workspace(s, hidden.dim(0));
     route_then_run(*this, prepared, config, p.correction_bias, p.device, hidden, router_logits, out,
-                   {ws.topk_weights.template as<float>(), ws.topk_ids.template as<int32_t>()}, s);
+                   {ws.topk_weights.template as<float>(), ws.topk_ids.template as<int32_t>(),
+                    p.routing_report.device_word()},
+                   s);
   }
 
   void reserve(const PreparedExperts& prepared, int64_t max_tokens, void* stream) const override {

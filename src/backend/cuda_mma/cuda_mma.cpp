@@ -78,6 +78,7 @@ struct CudaMmaExperts final : PreparedExperts {
   int top_k = 1;
   DeviceWeight w13, w2;
   DeviceBuffer correction_bias;
+  RoutingReport routing_report;
   // Scratch memory shared with every cuda-mma layer on the device, one workspace per stream.
   std::shared_ptr<WorkspacePool> pool;
   // This layer's sizes for the last batch size asked for (decode asks for the same one again and
@@ -118,7 +119,7 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
            const RoutedBatch& batch) const override {
     const auto& p = static_cast<const CudaMmaExperts&>(prepared);
     DeviceScope scope(p.device);
-    check_routed_batch(name(), batch, p.device, p.top_k, p.E);
+    check_routed_batch(name(), batch, p.device, p.top_k, p.E, p.routing_report);
     const DType dtype = batch.hidden.dtype();
     check(dtype == DType::bf16 || dtype == DType::f16,
           "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
@@ -134,8 +135,9 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     const int tile_rows = cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(M, p.top_k, p.E),
                                                       p.w13.view, p.w2.view, dtype);
     const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
-    const AlignOutputs aligned = cuda_common::align_in_workspace(
-        ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E, tile_rows, stream);
+    const AlignOutputs aligned =
+        cuda_common::align_in_workspace(ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
+                                        tile_rows, p.routing_report.device_word(), stream);
 
     GemmProblem g1;
     g1.w = p.w13.view;

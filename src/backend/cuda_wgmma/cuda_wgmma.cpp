@@ -84,6 +84,7 @@ struct CudaWgmmaExperts final : PreparedExperts {
   size_t gemm_scratch_bytes = 0;
   int64_t zero_point_groups = 0;  // the most groups along K of a weight with zero points
   DeviceBuffer bias13, bias2, correction_bias;
+  RoutingReport routing_report;
   // i32 [E, H]: act-order w13's input channel behind each kernel column, the order GEMM1's rows
   // are gathered in; empty without act-order.
   DeviceBuffer w13_channels;
@@ -145,7 +146,7 @@ class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
            const RoutedBatch& batch) const override {
     const auto& p = static_cast<const CudaWgmmaExperts&>(prepared);
     DeviceScope scope(p.device);
-    check_routed_batch(kName, batch, p.device, p.top_k, p.E);
+    check_routed_batch(kName, batch, p.device, p.top_k, p.E, p.routing_report);
     const DType dtype = batch.hidden.dtype();
     check(dtype == p.act,
           "cuda-wgmma: hidden is {} but the weights were prepared for {} activations "
@@ -202,8 +203,9 @@ class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
                           const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
-    const AlignOutputs aligned = cuda_common::align_in_workspace(
-        ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E, 1, stream);
+    const AlignOutputs aligned =
+        cuda_common::align_in_workspace(ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E, 1,
+                                        p.routing_report.device_word(), stream);
     const bool weights_first = config.apply_router_weight_on_input;
     const float* weights = batch.topk_weights.data_as<const float>();
     QMOE_CUDA_CHECK(cuda_wgmma::gather_rows_cuda(
