@@ -1,8 +1,9 @@
 // Every instantiation of the tile kernel (each ISA this CPU runs x 4/8 bits x zero points or not
 // x every token count per call) against a float64 dot product of the canonical weight, on one
-// packed pair of panels. Bound: f32 FMA accumulation over K = 96 plus the one-FMA dequantization
-// (q*s - z*s, <= 2 ulp per weight) stays below 1e-5 of the row's sum of |w x|; a wrong nibble,
-// scale, zero or token would be off by far more.
+// packed pair of panels. The kernels sum raw codes times activations per group and apply scale
+// and zero point once per group (panel_format.hpp). Bound: f32 accumulation over K = 96 of raw
+// codes times x, minus z * sum(x) once per group, times the scale once, stays below 1e-5 of the
+// row's sum of |w x|; a wrong nibble, scale, zero, group sum or token is off by far more.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,27 +30,42 @@ void PrintTo(const KernelCase& c, std::ostream* os) {
 
 class TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
 
+void check_every_token_count(const KernelCase& c, int group);
+
+// Group 32 runs the unrolled k loops only; group 6 (3 k-pairs, 6 = 4 + 2 k steps) their tails.
 TEST_P(TileKernelMatchesDot, EveryTokenCount) {
-  const auto [isa, bits, zero_points] = GetParam();
+  for (const int group : {32, 6}) check_every_token_count(GetParam(), group);
+}
+
+void check_every_token_count(const KernelCase& c, int group) {
+  const auto [isa, bits, zero_points] = c;
+  SCOPED_TRACE("group " + std::to_string(group));
   const int64_t N = kTileRows - 3, K = 96;  // three padding rows in the panel
-  std::mt19937_64 rng(bits * 10 + zero_points);
+  std::mt19937_64 rng(bits * 10 + zero_points + group);
   const QuantScheme scheme{.bits = bits,
                            .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
-                           .group_size = 32};
+                           .group_size = group};
   const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
   const PackedMatrix packed =
       pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
   const TileKernel kernel = tile_kernel(isa);
 
   std::normal_distribution<float> normal;
+  const int64_t G = scheme.group_size;
   std::vector<float> x(static_cast<size_t>(kMaxTileTokens * K));
   for (float& v : x) v = normal(rng);
-  std::vector<const float*> rows;
-  for (int t = 0; t < kMaxTileTokens; ++t) rows.push_back(x.data() + t * K);
+  std::vector<float> sums(static_cast<size_t>(kMaxTileTokens * K / G), 0.0f);
+  std::vector<const float*> rows, sum_rows;
+  for (int t = 0; t < kMaxTileTokens; ++t) {
+    rows.push_back(x.data() + t * K);
+    sum_rows.push_back(sums.data() + t * K / G);
+    for (int64_t k = 0; k < K; ++k) sums[t * K / G + k / G] += x[t * K + k];
+  }
 
   for (int tokens = 1; tokens <= kernel.max_tokens; ++tokens) {
     std::vector<float> out(static_cast<size_t>(tokens * kTileRows), NAN);
-    kernel.run(packed.format, PanelTile{packed.panel(0, 0), rows.data(), tokens, out.data()});
+    kernel.run(packed.format,
+               PanelTile{packed.panel(0, 0), rows.data(), sum_rows.data(), tokens, out.data()});
     for (int t = 0; t < tokens; ++t) {
       for (int64_t n = 0; n < kTileRows; ++n) {
         double dot = 0, magnitude = 0;

@@ -15,18 +15,22 @@ struct Workspace {
   std::vector<int64_t> expert_begin;  // [E + 1]: rows of expert e are [begin[e], begin[e+1])
   std::vector<int32_t> row_of_pair;   // [M * k]: row of (token m, slot j) at m * k + j
   std::vector<int32_t> pair_of_row;   // [M * k]
-  std::vector<float> x;               // GEMM1 input rows, when hidden cannot be read in place
-  std::vector<const float*> x_rows;   // [rows]: the GEMM1 input of each row
+  // GEMM1 input rows, when hidden cannot be read in place (another dtype, act order, or the
+  // router weight folded in), and their sums over each w13 group (panel_format.hpp).
+  std::vector<float> x;
+  std::vector<const float*> x_rows;  // [rows]: the GEMM1 input of each row
   // The same as bf16, when the bf16 kernel runs GEMM1 (bf16 activations, TileKernel::run_bf16).
   std::vector<uint16_t> x_bf16;
   std::vector<const uint16_t*> x_rows_bf16;
-  std::vector<float> group_sum;  // sums of each bf16 input row over each w13 group
-  std::vector<const float*> group_sum_rows;
-  std::vector<float> act;  // [rows, I]: activation output = GEMM2 input, w2's K order
-  // The same in bf16, with its sums over each w2 group, when GEMM2 runs on bf16 (gemm2_in_bf16).
+  std::vector<float> group_sum;
+  std::vector<const float*> group_sum_rows;  // [rows]: the sums of each row's input
+  // [rows, I]: activation output = GEMM2 input, in w2's K order, f32 or (gemm2_in_bf16) bf16;
+  // with its sums over each w2 group.
+  std::vector<float> act;
+  std::vector<const float*> act_rows;
   std::vector<uint16_t> act_bf16;
-  std::vector<float> act_group_sum;
   std::vector<const uint16_t*> act_rows_bf16;
+  std::vector<float> act_group_sum;
   std::vector<const float*> act_group_sum_rows;
   std::vector<float> y;  // [rows, H]: GEMM2 output with bias
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "act/activation.hpp"
 #include "backend/cpu/cpu_experts.hpp"
@@ -123,34 +124,22 @@ void for_each_tile(const Workspace& ws, int64_t e, int max_tokens, Run&& run, Ep
   }
 }
 
-template <class Epilogue>
-void for_each_f32_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
-                       const float* const* inputs, int64_t e, int64_t q, Epilogue&& epilogue) {
-  const PanelTile base{w.panel(e, q), nullptr, 0, nullptr};
+// The tile kernel over expert e's rows for panel q, with activation rows of type X (float, or
+// bf16 bit patterns for the kernel's bf16 path) and their sums over each group.
+template <class X, class Epilogue>
+void for_each_panel_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
+                         const X* const* inputs, const float* const* sums, int64_t e, int64_t q,
+                         Epilogue&& epilogue) {
+  constexpr bool kBf16 = std::is_same_v<X, uint16_t>;
   auto run = [&](int64_t row, int tokens, float* tile) {
-    PanelTile t = base;
-    t.x = inputs + row;
-    t.tokens = tokens;
-    t.out = tile;
-    x.kernel.run(w.format, t);
+    const PanelTileOf<X> t{w.panel(e, q), inputs + row, sums + row, tokens, tile};
+    if constexpr (kBf16) {
+      x.kernel.run_bf16(w.format, t);
+    } else {
+      x.kernel.run(w.format, t);
+    }
   };
-  for_each_tile(ws, e, x.kernel.max_tokens, run, epilogue);
-}
-
-template <class Epilogue>
-void for_each_bf16_tile(const CpuExperts& x, const PackedMatrix& w, const Workspace& ws,
-                        const uint16_t* const* inputs, const float* const* group_sums, int64_t e,
-                        int64_t q, Epilogue&& epilogue) {
-  const PanelTileBf16 base{w.panel(e, q), nullptr, nullptr, 0, nullptr};
-  auto run = [&](int64_t row, int tokens, float* tile) {
-    PanelTileBf16 t = base;
-    t.x = inputs + row;
-    t.group_sum = group_sums + row;
-    t.tokens = tokens;
-    t.out = tile;
-    x.kernel.run_bf16(w.format, t);
-  };
-  for_each_tile(ws, e, x.kernel.max_tokens_bf16, run, epilogue);
+  for_each_tile(ws, e, kBf16 ? x.kernel.max_tokens_bf16 : x.kernel.max_tokens, run, epilogue);
 }
 
 // GEMM1 reads bf16 activations directly when the kernel has a bf16 path, the input is bf16 and
@@ -165,6 +154,20 @@ bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
 // activation dtype too), and GEMM2 then runs at the bf16 dot-product rate.
 bool gemm2_in_bf16(const CpuExperts& x, DType dtype) {
   return x.kernel.run_bf16 && dtype == DType::bf16 && x.w2.format.group_k % 2 == 0;
+}
+
+float value_of(float v) { return v; }
+float value_of(uint16_t bf16_bits) { return to_float(bf16_t{bf16_bits}); }
+
+// sums[g] = the sum of row[c] over group g's G columns: what the kernels subtract the zero point
+// with (panel_format.hpp).
+template <class X>
+void row_group_sums(const X* row, int64_t groups, int64_t G, float* sums) {
+  for (int64_t g = 0; g < groups; ++g) {
+    float sum = 0.0f;
+    for (int64_t c = g * G; c < (g + 1) * G; ++c) sum += value_of(row[c]);
+    sums[g] = sum;
+  }
 }
 
 // Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
@@ -189,11 +192,7 @@ void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& w
       for (int64_t c = 0; c < H; ++c) dst[c] = src[order[c]];
       row = dst;
     }
-    for (int64_t g = 0; g < groups; ++g) {
-      float sum = 0.0f;
-      for (int64_t c = g * G; c < (g + 1) * G; ++c) sum += to_float(bf16_t{row[c]});
-      ws.group_sum[d * groups + g] = sum;
-    }
+    row_group_sums(row, groups, G, ws.group_sum.data() + d * groups);
   });
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t d = permuted ? r : ws.pair_of_row[r] / k;
@@ -202,36 +201,41 @@ void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& w
   }
 }
 
+// GEMM1's f32 input rows: the hidden rows themselves when they are f32 and every slot of a token
+// reads the same values, else converted (and, per (token, slot) pair, permuted to act order or
+// scaled by the router weight) into ws.x; with their sums over each w13 group.
 void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
                     Workspace& ws) {
   if (gemm1_in_bf16(x, config, b.hidden.dtype())) return prepare_bf16_inputs(x, b, ws);
   const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
+  const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;
   const DType dtype = b.hidden.dtype();
   const float* weights = b.topk_weights.data_as<const float>();
   const bool per_pair = !x.w13.k_order.empty() || config.apply_router_weight_on_input;
-  ws.x_rows.resize(static_cast<size_t>(rows));
-  if (!per_pair && dtype == DType::f32) {
-    for (int64_t r = 0; r < rows; ++r)
-      ws.x_rows[r] = b.hidden.data_as<const float>() + ws.pair_of_row[r] / k * H;
-    return;
-  }
-  const int64_t M = b.hidden.dim(0), x_rows = per_pair ? rows : M;
-  ws.x.resize(static_cast<size_t>(x_rows * H));
-  for_rows(x_rows, H, [&](int64_t r) {
-    const int64_t pair = per_pair ? ws.pair_of_row[r] : r * k, m = pair / k;
-    const int64_t e = b.topk_ids.data_as<const int32_t>()[pair];
-    const int32_t* order = x.w13.k_order_of(e);
-    const float scale = config.apply_router_weight_on_input ? weights[pair] : 1.0f;
-    float* dst = ws.x.data() + r * H;
-    if (!per_pair) {
-      for (int64_t c = 0; c < H; ++c) dst[c] = to_f32(b.hidden.data(), dtype, m * H + c);
-    } else {
+  const bool in_place = !per_pair && dtype == DType::f32;
+  const int64_t M = b.hidden.dim(0), distinct = per_pair ? rows : M;  // rows with their own values
+  if (!in_place) ws.x.resize(static_cast<size_t>(distinct * H));
+  const float* base = in_place ? b.hidden.data_as<const float>() : ws.x.data();
+  ws.group_sum.resize(static_cast<size_t>(distinct * groups));
+  for_rows(distinct, H, [&](int64_t d) {
+    if (!in_place) {
+      const int64_t pair = per_pair ? ws.pair_of_row[d] : d * k, m = pair / k;
+      const int64_t e = b.topk_ids.data_as<const int32_t>()[pair];
+      const int32_t* order = x.w13.k_order_of(e);
+      const float scale = config.apply_router_weight_on_input ? weights[pair] : 1.0f;
+      float* dst = ws.x.data() + d * H;
       for (int64_t c = 0; c < H; ++c)
         dst[c] = scale * to_f32(b.hidden.data(), dtype, m * H + (order ? order[c] : c));
     }
+    row_group_sums(base + d * H, groups, G, ws.group_sum.data() + d * groups);
   });
-  for (int64_t r = 0; r < rows; ++r)
-    ws.x_rows[r] = ws.x.data() + (per_pair ? r : ws.pair_of_row[r] / k) * H;
+  ws.x_rows.resize(static_cast<size_t>(rows));
+  ws.group_sum_rows.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t d = per_pair ? r : ws.pair_of_row[r] / k;
+    ws.x_rows[r] = base + d * H;
+    ws.group_sum_rows[r] = ws.group_sum.data() + d * groups;
+  }
 }
 
 // GEMM1 for panel q of expert e, then bias and activation into the GEMM2 input rows.
@@ -262,13 +266,15 @@ void gemm1_panel(const CpuExperts& x, const MoEConfig& config, bool bf16, bool a
       }
     }
   };
-  if (!bf16) return for_each_f32_tile(x, x.w13, ws, ws.x_rows.data(), e, q, epilogue);
-  for_each_bf16_tile(x, x.w13, ws, ws.x_rows_bf16.data(), ws.group_sum_rows.data(), e, q, epilogue);
+  if (!bf16)
+    return for_each_panel_tile(x, x.w13, ws, ws.x_rows.data(), ws.group_sum_rows.data(), e, q,
+                               epilogue);
+  for_each_panel_tile(x, x.w13, ws, ws.x_rows_bf16.data(), ws.group_sum_rows.data(), e, q,
+                      epilogue);
 }
 
 // GEMM2 for panel q of expert e, plus bias, into the per-row outputs.
-void gemm2_panel(const CpuExperts& x, bool bf16, Workspace& ws, const float* const* inputs,
-                 int64_t e, int64_t q) {
+void gemm2_panel(const CpuExperts& x, bool bf16, Workspace& ws, int64_t e, int64_t q) {
   const int64_t H = x.H;
   const float* bias = x.w2.bias_of(e);
   const int64_t first = q * kTileRows, count = std::min<int64_t>(kTileRows, H - first);
@@ -279,9 +285,11 @@ void gemm2_panel(const CpuExperts& x, bool bf16, Workspace& ws, const float* con
       for (int64_t c = 0; c < count; ++c) out[c] = y[c] + (bias ? bias[first + c] : 0.0f);
     }
   };
-  if (!bf16) return for_each_f32_tile(x, x.w2, ws, inputs, e, q, epilogue);
-  for_each_bf16_tile(x, x.w2, ws, ws.act_rows_bf16.data(), ws.act_group_sum_rows.data(), e, q,
-                     epilogue);
+  if (!bf16)
+    return for_each_panel_tile(x, x.w2, ws, ws.act_rows.data(), ws.act_group_sum_rows.data(), e, q,
+                               epilogue);
+  for_each_panel_tile(x, x.w2, ws, ws.act_rows_bf16.data(), ws.act_group_sum_rows.data(), e, q,
+                      epilogue);
 }
 
 void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf16, bool act_bf16,
@@ -299,39 +307,34 @@ void gemm1_and_activation(const CpuExperts& x, const MoEConfig& config, bool bf1
   });
 }
 
-// Row pointers of the bf16 activations and their sums over each w2 group.
-void prepare_bf16_activations(const CpuExperts& x, Workspace& ws) {
+// Row pointers of GEMM2's input (the activations, f32 or bf16) and their sums over each w2
+// group.
+template <class X>
+void prepare_activations(const CpuExperts& x, const std::vector<X>& act,
+                         std::vector<const X*>& act_rows, Workspace& ws) {
   const int64_t rows = ws.expert_begin[x.E], I = x.I;
   const int64_t groups = x.w2.format.groups, G = x.w2.format.group_k;
-  ws.act_rows_bf16.resize(static_cast<size_t>(rows));
+  act_rows.resize(static_cast<size_t>(rows));
   ws.act_group_sum_rows.resize(static_cast<size_t>(rows));
   ws.act_group_sum.resize(static_cast<size_t>(rows * groups));
   for_rows(rows, I, [&](int64_t r) {
-    const uint16_t* row = ws.act_bf16.data() + r * I;
-    for (int64_t g = 0; g < groups; ++g) {
-      float sum = 0.0f;
-      for (int64_t c = g * G; c < (g + 1) * G; ++c) sum += to_float(bf16_t{row[c]});
-      ws.act_group_sum[r * groups + g] = sum;
-    }
-    ws.act_rows_bf16[r] = row;
+    act_rows[r] = act.data() + r * I;
     ws.act_group_sum_rows[r] = ws.act_group_sum.data() + r * groups;
+    row_group_sums(act_rows[r], groups, G, ws.act_group_sum.data() + r * groups);
   });
 }
 
 void gemm2(const CpuExperts& x, bool bf16, Workspace& ws) {
-  const int64_t rows = ws.expert_begin[x.E];
-  ws.y.resize(static_cast<size_t>(rows * x.H));
-  std::vector<const float*> inputs;
+  ws.y.resize(static_cast<size_t>(ws.expert_begin[x.E] * x.H));
   if (bf16) {
-    prepare_bf16_activations(x, ws);
+    prepare_activations(x, ws.act_bf16, ws.act_rows_bf16, ws);
   } else {
-    inputs.resize(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) inputs[r] = ws.act.data() + r * x.I;
+    prepare_activations(x, ws.act, ws.act_rows, ws);
   }
   const std::vector<Item> items = items_for(ws, x.w2);
   ThreadPool::instance().parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
     for (int64_t q = items[i].first_panel; q < items[i].end_panel; ++q)
-      gemm2_panel(x, bf16, ws, inputs.data(), items[i].expert, q);
+      gemm2_panel(x, bf16, ws, items[i].expert, q);
   });
 }
 

@@ -11,7 +11,8 @@ struct Simd {
   struct Rows {
     __m256 v[2];
   };
-  // 4 tokens x 2 panels x 2 ymm = 16 accumulators: the register file is full; more spills.
+  // 4 tokens x 2 ymm of partial sums, plus 4 ymm of converted codes, the nibble mask and a
+  // broadcast activation: 15 of the 16 ymm registers; more tokens spill.
   static constexpr int kMaxTokens = 4;
 
   static Rows splat(float f) { return {{_mm256_set1_ps(f), _mm256_set1_ps(f)}}; }
@@ -23,21 +24,21 @@ struct Simd {
   static Rows load_u8(const uint8_t* p) {
     return {{_mm256_cvtepi32_ps(widen8(p)), _mm256_cvtepi32_ps(widen8(p + 8))}};
   }
-  static Rows mul(Rows a, Rows b) {
-    return {{_mm256_mul_ps(a.v[0], b.v[0]), _mm256_mul_ps(a.v[1], b.v[1])}};
+  static Rows add(Rows a, Rows b) {
+    return {{_mm256_add_ps(a.v[0], b.v[0]), _mm256_add_ps(a.v[1], b.v[1])}};
   }
-  static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
+  static Rows mul_add(Rows a, Rows b, Rows c) {
+    return {{_mm256_fmadd_ps(a.v[0], b.v[0], c.v[0]), _mm256_fmadd_ps(a.v[1], b.v[1], c.v[1])}};
+  }
+  static void codes4(const uint8_t* p, Rows& lo, Rows& hi) {
     const __m256i mask = _mm256_set1_epi32(0x0f);
     for (int h = 0; h < 2; ++h) {
       const __m256i q = widen8(p + 8 * h);
-      lo.v[h] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q, mask)), s.v[h], zs.v[h]);
-      hi.v[h] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4)), s.v[h], zs.v[h]);
+      lo.v[h] = _mm256_cvtepi32_ps(_mm256_and_si256(q, mask));
+      hi.v[h] = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
     }
   }
-  static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
-    return {{_mm256_fmsub_ps(_mm256_cvtepi32_ps(widen8(p)), s.v[0], zs.v[0]),
-             _mm256_fmsub_ps(_mm256_cvtepi32_ps(widen8(p + 8)), s.v[1], zs.v[1])}};
-  }
+  static Rows codes8(const uint8_t* p) { return load_u8(p); }
   static Rows fma(Rows w, float x, Rows acc) {
     const __m256 b = _mm256_set1_ps(x);
     return {{_mm256_fmadd_ps(w.v[0], b, acc.v[0]), _mm256_fmadd_ps(w.v[1], b, acc.v[1])}};

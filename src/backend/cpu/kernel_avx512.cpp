@@ -7,11 +7,14 @@
 namespace qmoe::cpu {
 namespace {
 
+// 0..15 as floats: vpermps reads only the low 4 bits of each index lane, so a nibble becomes a
+// float in one instruction without masking off the bits above it.
+alignas(64) constexpr float kNibbles[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
 struct Simd {
   using Rows = __m512;
-  // 8 tokens x 2 panels = 16 accumulators, plus scales, zero terms and dequantized weights:
-  // about 24 of the 32 zmm registers.
-  static constexpr int kMaxTokens = 8;
+  // 16 tokens = 16 zmm of partial sums, plus the nibble table, codes and converted weights.
+  static constexpr int kMaxTokens = 16;
 
   static Rows splat(float f) { return _mm512_set1_ps(f); }
   static Rows zero() { return _mm512_setzero_ps(); }
@@ -20,15 +23,15 @@ struct Simd {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static Rows load_u8(const uint8_t* p) { return _mm512_cvtepi32_ps(widen(p)); }
-  static Rows mul(Rows a, Rows b) { return _mm512_mul_ps(a, b); }
-  static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
+  static Rows add(Rows a, Rows b) { return _mm512_add_ps(a, b); }
+  static Rows mul_add(Rows a, Rows b, Rows c) { return _mm512_fmadd_ps(a, b, c); }
+  static void codes4(const uint8_t* p, Rows& lo, Rows& hi) {
+    const __m512 table = _mm512_load_ps(kNibbles);
     const __m512i q = widen(p);
-    lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0x0f))), s, zs);
-    hi = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), s, zs);
+    lo = _mm512_permutexvar_ps(q, table);
+    hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
   }
-  static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
-    return _mm512_fmsub_ps(_mm512_cvtepi32_ps(widen(p)), s, zs);
-  }
+  static Rows codes8(const uint8_t* p) { return load_u8(p); }
   static Rows fma(Rows w, float x, Rows acc) { return _mm512_fmadd_ps(w, _mm512_set1_ps(x), acc); }
   static void store(float* p, Rows r) { _mm512_storeu_ps(p, r); }
   static void prefetch(const uint8_t* p) {

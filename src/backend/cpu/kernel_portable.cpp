@@ -27,21 +27,21 @@ struct Simd {
     for (int i = 0; i < kHalfRows; ++i) r.v[i] = static_cast<float>(p[i]);
     return r;
   }
-  static Rows mul(Rows a, Rows b) {
-    for (int i = 0; i < kHalfRows; ++i) a.v[i] *= b.v[i];
+  static Rows add(Rows a, Rows b) {
+    for (int i = 0; i < kHalfRows; ++i) a.v[i] += b.v[i];
     return a;
   }
-  static void dequant4(const uint8_t* p, Rows s, Rows zs, Rows& lo, Rows& hi) {
+  static Rows mul_add(Rows a, Rows b, Rows c) {
+    for (int i = 0; i < kHalfRows; ++i) c.v[i] += a.v[i] * b.v[i];
+    return c;
+  }
+  static void codes4(const uint8_t* p, Rows& lo, Rows& hi) {
     for (int i = 0; i < kHalfRows; ++i) {
-      lo.v[i] = static_cast<float>(p[i] & 0x0f) * s.v[i] - zs.v[i];
-      hi.v[i] = static_cast<float>(p[i] >> 4) * s.v[i] - zs.v[i];
+      lo.v[i] = static_cast<float>(p[i] & 0x0f);
+      hi.v[i] = static_cast<float>(p[i] >> 4);
     }
   }
-  static Rows dequant8(const uint8_t* p, Rows s, Rows zs) {
-    Rows r;
-    for (int i = 0; i < kHalfRows; ++i) r.v[i] = static_cast<float>(p[i]) * s.v[i] - zs.v[i];
-    return r;
-  }
+  static Rows codes8(const uint8_t* p) { return load_u8(p); }
   static Rows fma(Rows w, float x, Rows acc) {
     for (int i = 0; i < kHalfRows; ++i) acc.v[i] += w.v[i] * x;
     return acc;

@@ -14,9 +14,13 @@
 //                           byte i = code(row i, 2j) | code(row i, 2j+1) << 4
 //                     int8: G steps, byte i = code(row i, k)
 //
-// 16 bytes = one vector of 16 rows after zero extension to 32 bits (one zmm, two ymm), so the
-// inner loop is load, extend, (split nibbles,) convert, scale, and FMAs against broadcast
-// activations: a dequantized vector is reused by every token of the tile.
+// 16 bytes = one vector of 16 rows after zero extension to 32 bits (one zmm, two ymm). Kernels
+// multiply the raw codes q (exact in f32 and in bf16) with the activations and apply each
+// group's scale and zero point once per group:
+//   out += s * (sum_k q_k x_k - z * sum_k x_k)
+// which needs each activation row's sum over each group, and keeps the inner loop at load,
+// extend, (split nibbles,) convert and FMAs against broadcast activations, one converted vector
+// reused by every token of the tile.
 #include <cstddef>
 #include <cstdint>
 
@@ -24,7 +28,7 @@ namespace qmoe::cpu {
 
 inline constexpr int kHalfRows = 16;
 inline constexpr int kTileRows = 2 * kHalfRows;  // a panel; one kernel call covers one
-inline constexpr int kMaxTileTokens = 8;
+inline constexpr int kMaxTileTokens = 16;
 
 struct PanelFormat {
   int bits = 4;              // 4 or 8
@@ -40,23 +44,16 @@ struct PanelFormat {
 };
 
 // out[t][r] = sum_k W[r, k] * x[t][k] for the 32 rows of one panel and `tokens` activation rows
-// of K floats in the packed K order.
-struct PanelTile {
+// of K values (float, or bf16 bit patterns) in the packed K order.
+template <class X>
+struct PanelTileOf {
   const uint8_t* panel;
-  const float* const* x;  // [tokens] pointers
-  int tokens;             // 1..max_tile_tokens(isa)
-  float* out;             // [tokens][kTileRows]
-};
-
-// The same tile with bf16 activations (bit patterns), for kernels that multiply exactly in bf16.
-// Those sum q * x per group with the raw codes q and apply the zero point afterwards, which needs
-// each row's activation sum per group.
-struct PanelTileBf16 {
-  const uint8_t* panel;
-  const uint16_t* const* x;       // [tokens] pointers to K bf16 values
+  const X* const* x;              // [tokens] pointers to K values
   const float* const* group_sum;  // [tokens] pointers to `groups` sums of x over each group
-  int tokens;
-  float* out;
+  int tokens;                     // 1..max tokens of the kernel
+  float* out;                     // [tokens][kTileRows]
 };
+using PanelTile = PanelTileOf<float>;
+using PanelTileBf16 = PanelTileOf<uint16_t>;
 
 }  // namespace qmoe::cpu

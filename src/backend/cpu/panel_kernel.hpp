@@ -1,5 +1,5 @@
 #pragma once
-// The one tile kernel body shared by every ISA (see panel_format.hpp for the layout). Each
+// The one f32 tile kernel body shared by every ISA (see panel_format.hpp for the layout). Each
 // kernel_<isa>.cpp defines a `Simd` struct in an anonymous namespace and instantiates
 // run_panel_tile<Simd>; because Simd has internal linkage, so has every instantiation, and code
 // compiled for AVX-512 can never be picked by the linker for a caller on a lesser CPU. For the
@@ -7,12 +7,13 @@
 // of qmoe types).
 //
 // Simd provides, for 16 float lanes `Rows`:
-//   kMaxTokens, zero(), splat(f), load(const float*), load_u8(const uint8_t*), mul(a, b),
-//   dequant4(p, s, zs, lo, hi)  16 bytes -> low/high nibbles as (q * s - zs)
-//   dequant8(p, s, zs)          16 bytes -> (q * s - zs)
-//   fma(w, x, acc)              acc + w * x (x broadcast)
+//   kMaxTokens, zero(), splat(f), load(const float*), load_u8(const uint8_t*), add(a, b),
+//   mul_add(a, b, c)         a * b + c
+//   codes4(p, lo, hi)        16 bytes of 4-bit k-pairs -> low and high nibbles as floats
+//   codes8(p)                16 bytes of 8-bit codes -> floats
+//   fma(w, x, acc)           acc + w * x (x broadcast)
 //   store(float*, Rows)
-//   prefetch(const uint8_t*)    a hint to bring one cache line towards L1
+//   prefetch(const uint8_t*) a hint to bring one cache line towards L1
 #include "backend/cpu/panel_format.hpp"
 
 namespace qmoe::cpu {
@@ -25,76 +26,98 @@ namespace qmoe::cpu {
 // 0.66 at 8 KB, 0.67 at 16 KB, 0.66 at 32 KB; Mixtral-half M=1 0.47, 0.70, 0.72, 0.74, 0.77.
 inline constexpr int64_t kPrefetchBytes = 16384;
 
-// With one or two tokens, the two panels alone give too few independent FMA chains to hide the
-// FMA latency, so even and odd k accumulate separately and are summed at the end.
+// Independent accumulator chains per token: with one or two tokens the FMAs of a tile would
+// otherwise wait on each other's latency (4 cycles, two FMA pipes), so k steps rotate over
+// several partial sums that are added once per group.
+template <int Tokens>
+inline constexpr int kChains = Tokens == 1   ? 4
+                               : Tokens == 2 ? 2
+                                             : 1;
+
+// One half panel (16 rows, `half` 0 or 1) of one group: the sums of q * x over the group's k
+// into out[t][chain]. A group's codes are read twice, once per half, the second time from L1:
+// that keeps the partial sums of up to kMaxTokens tokens in registers. They live in a local
+// array until the end: codes are bytes, which may alias anything, so sums kept in the caller's
+// array would be stored back after every step.
+template <class Simd, int Bits, int Tokens>
+[[gnu::always_inline]] inline void half_group_sums(
+    const uint8_t* codes, int half, int64_t G, const float* const* x,
+    typename Simd::Rows (&out)[Tokens][kChains<Tokens>]) {
+  constexpr int C = kChains<Tokens>;
+  constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (int4) or k (int8)
+  typename Simd::Rows part[Tokens][C];
+  for (int t = 0; t < Tokens; ++t)
+    for (int c = 0; c < C; ++c) part[t][c] = Simd::zero();
+  const uint8_t* at = codes + half * kHalfRows;
+  if constexpr (Bits == 4) {
+    // k-pair j feeds chains (2j) % C and (2j + 1) % C: its low nibbles are k = 2j.
+    auto pair = [&](int64_t j, int chain) {
+      if (half == 0 && j % 2 == 0) Simd::prefetch(codes + j * kStep + kPrefetchBytes);
+      typename Simd::Rows lo, hi;
+      Simd::codes4(at + j * kStep, lo, hi);
+      for (int t = 0; t < Tokens; ++t) {
+        part[t][chain % C] = Simd::fma(lo, x[t][2 * j], part[t][chain % C]);
+        part[t][(chain + 1) % C] = Simd::fma(hi, x[t][2 * j + 1], part[t][(chain + 1) % C]);
+      }
+    };
+    int64_t j = 0;
+    for (; j + 2 <= G / 2; j += 2) {
+      pair(j, 0);
+      pair(j + 1, 2);
+    }
+    if (j < G / 2) pair(j, 0);
+  } else {
+    auto step = [&](int64_t k, int chain) {
+      if (half == 0 && k % 2 == 0) Simd::prefetch(codes + k * kStep + kPrefetchBytes);
+      const typename Simd::Rows w = Simd::codes8(at + k * kStep);
+      for (int t = 0; t < Tokens; ++t)
+        part[t][chain % C] = Simd::fma(w, x[t][k], part[t][chain % C]);
+    };
+    int64_t k = 0;
+    for (; k + 4 <= G; k += 4) {
+      step(k, 0);
+      step(k + 1, 1);
+      step(k + 2, 2);
+      step(k + 3, 3);
+    }
+    for (; k < G; ++k) step(k, 0);
+  }
+  for (int t = 0; t < Tokens; ++t)
+    for (int c = 0; c < C; ++c) out[t][c] = part[t][c];
+}
+
 template <class Simd, int Bits, bool ZeroPoints, int Tokens>
 void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   using Rows = typename Simd::Rows;
-  constexpr int kSplit = Tokens <= 2 ? 2 : 1;
+  constexpr int C = kChains<Tokens>;
   constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
-  constexpr int64_t kStep = kTileRows;  // bytes of codes per k step (int8) or k-pair (int4)
   const int64_t G = f.group_k;
   const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
   const Rows implicit_zero = Simd::splat(static_cast<float>(1 << (Bits - 1)));
 
-  Rows acc[Tokens][2][kSplit];
   for (int t = 0; t < Tokens; ++t)
-    for (int p = 0; p < 2; ++p)
-      for (int h = 0; h < kSplit; ++h) acc[t][p][h] = Simd::zero();
+    for (int half = 0; half < 2; ++half)
+      Simd::store(tile.out + t * kTileRows + half * kHalfRows, Simd::zero());
 
   for (int64_t g = 0; g < f.groups; ++g) {
-    Rows s[2], zs[2];
     const uint8_t* head = tile.panel + g * group_bytes;
-    const uint8_t* codes = head + kHeader;
-    for (int p = 0; p < 2; ++p) {
-      s[p] = Simd::load(reinterpret_cast<const float*>(head) + p * kHalfRows);
-      const Rows z =
-          ZeroPoints ? Simd::load_u8(head + kTileRows * 4 + p * kHalfRows) : implicit_zero;
-      zs[p] = Simd::mul(z, s[p]);
-    }
     const float* x[Tokens];
     for (int t = 0; t < Tokens; ++t) x[t] = tile.x[t] + g * G;
-
-    if constexpr (Bits == 4) {
-      for (int64_t j = 0; j < G / 2; ++j) {
-        if (j % 2 == 0) Simd::prefetch(codes + j * kStep + kPrefetchBytes);
-        for (int p = 0; p < 2; ++p) {
-          Rows lo, hi;
-          Simd::dequant4(codes + j * kStep + p * kHalfRows, s[p], zs[p], lo, hi);
-          for (int t = 0; t < Tokens; ++t) {
-            acc[t][p][0] = Simd::fma(lo, x[t][2 * j], acc[t][p][0]);
-            acc[t][p][kSplit - 1] = Simd::fma(hi, x[t][2 * j + 1], acc[t][p][kSplit - 1]);
-          }
-        }
-      }
-    } else {
-      int64_t k = 0;
-      for (; k + 1 < G; k += 2) {
-        Simd::prefetch(codes + k * kStep + kPrefetchBytes);
-        for (int p = 0; p < 2; ++p) {
-          const Rows w0 = Simd::dequant8(codes + k * kStep + p * kHalfRows, s[p], zs[p]);
-          const Rows w1 = Simd::dequant8(codes + (k + 1) * kStep + p * kHalfRows, s[p], zs[p]);
-          for (int t = 0; t < Tokens; ++t) {
-            acc[t][p][0] = Simd::fma(w0, x[t][k], acc[t][p][0]);
-            acc[t][p][kSplit - 1] = Simd::fma(w1, x[t][k + 1], acc[t][p][kSplit - 1]);
-          }
-        }
-      }
-      if (k < G) {
-        for (int p = 0; p < 2; ++p) {
-          const Rows w = Simd::dequant8(codes + k * kStep + p * kHalfRows, s[p], zs[p]);
-          for (int t = 0; t < Tokens; ++t) acc[t][p][0] = Simd::fma(w, x[t][k], acc[t][p][0]);
-        }
+    for (int half = 0; half < 2; ++half) {
+      Rows part[Tokens][C];
+      half_group_sums<Simd, Bits, Tokens>(head + kHeader, half, G, x, part);
+      const Rows s = Simd::load(reinterpret_cast<const float*>(head) + half * kHalfRows);
+      const Rows z =
+          ZeroPoints ? Simd::load_u8(head + kTileRows * 4 + half * kHalfRows) : implicit_zero;
+      for (int t = 0; t < Tokens; ++t) {
+        Rows sum = part[t][0];
+        for (int c = 1; c < C; ++c) sum = Simd::add(sum, part[t][c]);
+        sum = Simd::mul_add(z, Simd::splat(-tile.group_sum[t][g]), sum);
+        float* out = tile.out + t * kTileRows + half * kHalfRows;
+        Simd::store(out, Simd::mul_add(s, sum, Simd::load(out)));
       }
     }
   }
-
-  for (int t = 0; t < Tokens; ++t)
-    for (int p = 0; p < 2; ++p) {
-      Rows sum = acc[t][p][0];
-      if constexpr (kSplit == 2) sum = Simd::fma(acc[t][p][1], 1.0f, sum);
-      Simd::store(tile.out + t * kTileRows + p * kHalfRows, sum);
-    }
 }
 
 template <class Simd, int Bits, bool ZeroPoints, int Tokens = 1>
