@@ -1,11 +1,13 @@
 // The cpu backend's MoE forward on one layer, against ceilings and baselines measured in the same
 // run (docs/benchmarking.md, CPU section):
-//   bench_cpu_moe [model ...] [--m=1,16] [--cpu-only]
+//   bench_cpu_moe [model ...] [--m=1,16] [--dtype=f32|bf16] [--busy] [--cpu-only]
 //     models: qwen3 (H 2048, I 768, E 128, top-8), mixtral-half (H 4096, I 7168, E 8, top-2);
-//     --m: token counts (default 1,4,16,64,256); --cpu-only: skip the baselines (a quick look
-//     while tuning; the recorded runs keep them)
+//     --m: token counts (default 1,4,16,64,256); --dtype: activations (default bf16);
+//     --busy: also time each row with a competing busy loop on one more thread (what a forward
+//     costs on a machine where another process takes a core); --cpu-only: skip the baselines (a
+//     quick look while tuning; the recorded runs keep them)
 // Weights: int4, group 128, symmetric, values (q - 8) * s with s ~ 1/(4.6 sqrt K); activations
-// bf16 N(0, 1); routing softmax top-k renormalized from N(0, 1) logits. Cold: R routing sets
+// N(0, 1); routing softmax top-k renormalized from N(0, 1) logits. Cold: R routing sets
 // (fresh x and routing each), R = ceil(240 MB / weight bytes one set touches) clamped to [2, 16],
 // timed back to back, so the experts a forward reads were not read by the previous few.
 // Per row: median time per forward (p10-p90), packed weight bytes touched (codes + scales as the
@@ -15,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -50,7 +54,29 @@ constexpr Model kModels[] = {{"qwen3", 128, 2048, 768, 8}, {"mixtral-half", 8, 4
 struct Options {
   std::vector<std::string> models;
   std::vector<int64_t> token_counts{1, 4, 16, 64, 256};
+  DType dtype = DType::bf16;
+  bool busy = false;
   bool baselines = true;
+};
+
+// A thread spinning on one core for as long as it lives: the other process of a busy machine.
+class BusyLoop {
+ public:
+  BusyLoop()
+      : spinner_([this] {
+          uint64_t n = 0;
+          while (!stop_.load(std::memory_order_relaxed)) n = n * 6364136223846793005u + 1;
+          sink_ = n;
+        }) {}
+  ~BusyLoop() {
+    stop_ = true;
+    spinner_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  volatile uint64_t sink_ = 0;
+  std::thread spinner_;
 };
 constexpr int kGroup = 128;
 
@@ -113,8 +139,8 @@ void run_model(const Model& m, const Options& options) {
   const auto t2 = Clock::now();
   const double expert_bytes =
       static_cast<double>(packed.w13.bytes_per_expert() + packed.w2.bytes_per_expert());
-  fmt::print("\n### {} (H {}, I {}, E {}, top-{}), int4 g{} sym, bf16 activations\n", m.name, m.H,
-             m.I, m.E, m.top_k, kGroup);
+  fmt::print("\n### {} (H {}, I {}, E {}, top-{}), int4 g{} sym, {} activations\n", m.name, m.H,
+             m.I, m.E, m.top_k, kGroup, name(options.dtype));
   fmt::print(
       "make + prepare {:.1f} s, dequantize for baselines {:.1f} s; packed {:.2f} MB per "
       "expert\n\n",
@@ -122,9 +148,10 @@ void run_model(const Model& m, const Options& options) {
       std::chrono::duration<double>(t2 - t1).count(), expert_bytes / 1e6);
   fmt::print("load average (1/5/15 min) before the rows: {}\n\n", load_average());
   fmt::print(
-      "| M | R | cpu µs (p10-p90) | weights MB | GB/s | ÷read | ÷copy | GFLOP/s | "
-      "read GB/s | copy GB/s | emulation µs | ×emul | OpenBLAS µs | ×BLAS | err vs BLAS |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| M | R | cpu µs (p10-p90) | weights MB | GB/s | ÷read | GFLOP/s | busy µs | ×busy | "
+      "read GB/s | read 4K GB/s | copy GB/s | copy 4K GB/s | emulation µs | ×emul | "
+      "OpenBLAS µs | ×BLAS | err vs BLAS |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
   for (const int64_t M : options.token_counts) {
     // Experts one set touches, estimated for R, then counted exactly per set.
@@ -135,7 +162,7 @@ void run_model(const Model& m, const Options& options) {
     std::vector<RoutingSet> sets(static_cast<size_t>(R));
     double bytes = 0;
     for (RoutingSet& s : sets) {
-      s.hidden = Buffer(DType::bf16, {M, m.H});
+      s.hidden = Buffer(options.dtype, {M, m.H});
       sample::fill_normal(s.hidden, rng);
       Buffer logits(DType::f32, {M, m.E});
       sample::fill_normal(logits, rng);
@@ -143,7 +170,7 @@ void run_model(const Model& m, const Options& options) {
       s.topk_ids = Buffer(DType::i32, {M, m.top_k});
       route_topk(config.routing, logits.data_as<float>(), M, m.E, s.topk_weights.data_as<float>(),
                  s.topk_ids.data_as<int32_t>());
-      s.out = Buffer(DType::bf16, {M, m.H});
+      s.out = Buffer(options.dtype, {M, m.H});
       const std::set<int32_t> touched(s.topk_ids.span<int32_t>().begin(),
                                       s.topk_ids.span<int32_t>().end());
       bytes += static_cast<double>(touched.size()) * expert_bytes / R;
@@ -162,8 +189,13 @@ void run_model(const Model& m, const Options& options) {
     }
 
     const Ceilings ceil = measure_ceilings();
-    const Timing t = time_rotation(
-        sets, [&](RoutingSet& s) { cpu.run(*prepared, config, batch(s)); }, 1.0, 5, 1000);
+    auto forward = [&](RoutingSet& s) { cpu.run(*prepared, config, batch(s)); };
+    const Timing t = time_rotation(sets, forward, 1.0, 5, 1000);
+    Timing busy{NAN, NAN, NAN};
+    if (options.busy) {
+      const BusyLoop competitor;
+      busy = time_rotation(sets, forward, 1.0, 5, 1000);
+    }
     Timing blas{NAN, NAN, NAN}, emul{NAN, NAN, NAN};
     if (options.baselines) {
       blas = time_rotation(
@@ -179,12 +211,12 @@ void run_model(const Model& m, const Options& options) {
     const double gbps = bytes / t.median_s / 1e9;
     const double gflops = 6.0 * tokens * k * static_cast<double>(m.H * m.I) / t.median_s / 1e9;
     fmt::print(
-        "| {} | {} | {:.0f} ({:.0f}-{:.0f}) | {:.1f} | {:.1f} | {:.2f} | {:.2f} | {:.0f} | "
-        "{:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.0f} | {:.2f} | {:.1e} |\n",
+        "| {} | {} | {:.0f} ({:.0f}-{:.0f}) | {:.1f} | {:.1f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} "
+        "| {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.0f} | {:.2f} | {:.1e} |\n",
         M, R, t.median_s * 1e6, t.p10_s * 1e6, t.p90_s * 1e6, bytes / 1e6, gbps,
-        gbps / ceil.read_gbps, gbps / ceil.copy_gbps, gflops, ceil.read_gbps, ceil.copy_gbps,
-        emul.median_s * 1e6, emul.median_s / t.median_s, blas.median_s * 1e6,
-        blas.median_s / t.median_s, err);
+        gbps / ceil.read_gbps, gflops, busy.median_s * 1e6, busy.median_s / t.median_s,
+        ceil.read_gbps, ceil.read_4k_gbps, ceil.copy_gbps, ceil.copy_4k_gbps, emul.median_s * 1e6,
+        emul.median_s / t.median_s, blas.median_s * 1e6, blas.median_s / t.median_s, err);
     std::fflush(stdout);
   }
   fmt::print("\nload average after the rows: {}\n", load_average());
@@ -200,6 +232,10 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--cpu-only") {
       options.baselines = false;
+    } else if (arg == "--busy") {
+      options.busy = true;
+    } else if (arg == "--dtype=f32" || arg == "--dtype=bf16") {
+      options.dtype = arg == "--dtype=f32" ? DType::f32 : DType::bf16;
     } else if (arg.rfind("--m=", 0) == 0) {
       options.token_counts.clear();
       for (size_t at = 4; at < arg.size();) {
@@ -207,8 +243,16 @@ int main(int argc, char** argv) {
         options.token_counts.push_back(std::stoll(arg.substr(at, comma - at)));
         at = comma + 1;
       }
-    } else {
+    } else if (arg.rfind("--", 0) != 0 &&
+               std::any_of(std::begin(bench::kModels), std::end(bench::kModels),
+                           [&](const bench::Model& m) { return arg == m.name; })) {
       options.models.push_back(arg);
+    } else {
+      fmt::print(stderr,
+                 "bench_cpu_moe: unknown argument '{}' (models: qwen3, mixtral-half; flags: "
+                 "--m=1,16 --dtype=f32|bf16 --busy --cpu-only)\n",
+                 arg);
+      return 2;
     }
   }
   fmt::print("cpu backend: ISA {}, {} threads (not pinned); baseline {}\n",

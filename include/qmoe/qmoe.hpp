@@ -12,3 +12,4 @@
 #include "qmoe/quantize.hpp"
 #include "qmoe/shard.hpp"
 #include "qmoe/tensor.hpp"
+#include "qmoe/threads.hpp"

@@ -20,9 +20,12 @@ from ._qmoe import (
     Verdict,
     WeightKind,
     built_with_cuda,
+    cpu_threads,
     experts_from_layout,
     known_backends,
     random_experts,
+    set_cpu_threads,
+    usable_cpus,
 )
 from ._checkpoint import Checkpoint
 from ._moe import MoE, explain
@@ -44,11 +47,14 @@ __all__ = [
     "Verdict",
     "WeightKind",
     "built_with_cuda",
+    "cpu_threads",
     "cuda_built",
     "experts_from_layout",
     "explain",
     "known_backends",
     "random_experts",
+    "set_cpu_threads",
+    "usable_cpus",
 ]
 
 cuda_built = built_with_cuda()  # whether the CUDA backends are in this build

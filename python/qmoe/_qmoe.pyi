@@ -12,6 +12,19 @@ class Error(ValueError):
 
 def built_with_cuda() -> bool: ...
 
+def usable_cpus() -> int:
+    """
+    The cores this process may run on: its CPU affinity mask, bounded by its cgroup CPU quota rounded up.
+    """
+
+def cpu_threads() -> int:
+    """
+    Threads the cpu backend runs forwards on: QMOE_CPU_THREADS when set, else usable_cpus(). One pool per process, shared by every layer and calling thread.
+    """
+
+def set_cpu_threads(threads: int) -> None:
+    """Sets the cpu backend's thread count (1..1024) for every later forward."""
+
 class DType(enum.Enum):
     f64 = 0
 

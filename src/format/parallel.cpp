@@ -7,11 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "qmoe/threads.hpp"
+
 namespace qmoe::format {
 
 void for_each_index(int64_t n, const std::function<void(int64_t)>& f) {
-  const int64_t threads =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
+  const int64_t threads = std::clamp<int64_t>(usable_cpus(), 1, std::max<int64_t>(n, 1));
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;

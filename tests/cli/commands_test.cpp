@@ -288,6 +288,26 @@ TEST(Bench, OnAGpuReportsCeilingsAndSpeedUpOverCublasBf16) {
   EXPECT_NE(run.picture.find("cublas-bf16"), std::string::npos);
 }
 
+// On the cpu (with OpenBLAS built in, which brings the ceilings): the read and copy ceilings on
+// huge and on 4 KB pages, measured on the thread count --threads asked for; bf16 activations
+// (--dtype) have no f32 baseline, and say so.
+TEST(Bench, OnTheCpuReportsMemoryCeilingsOnTheThreadsAskedFor) {
+  const BenchRun run = run_bench_json(
+      "--device cpu --shape 256,128,8,2 --m 1 --seconds 0.01 --backend cpu --threads 1 "
+      "--dtype bf16");
+  ASSERT_FALSE(run.json.is_null());
+  const nlohmann::json& c = run.json["ceilings"];
+  if (c["read_bytes_per_s"] == 0) GTEST_SKIP() << "built without OpenBLAS: no cpu ceilings";
+  for (const char* key : {"read_bytes_per_s", "copy_bytes_per_s", "read_4k_pages_bytes_per_s",
+                          "copy_4k_pages_bytes_per_s"})
+    EXPECT_GT(c[key].get<double>(), 1e8) << key << "\n" << c.dump(2);
+  EXPECT_NE(c["how"].get<std::string>().find("on 1 thread;"), std::string::npos) << c.dump(2);
+  EXPECT_TRUE(run.json["baseline"].is_null()) << run.json.dump(2);
+  EXPECT_NE(run.json["why_no_baseline"].get<std::string>().find("bf16"), std::string::npos);
+  ASSERT_EQ(run.json["rows"].size(), 1u) << run.json.dump(2);
+  EXPECT_GT(run.json["rows"][0]["fraction_of_floor"].get<double>(), 0) << run.json.dump(2);
+}
+
 TEST(Bench, RunsACheckpointsFirstLayerAndRejectsBadShapes) {
   TempDir dir("bench_dir");
   ASSERT_EQ(run_cli("sample " + (dir / "c")).status, 0);

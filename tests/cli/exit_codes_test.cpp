@@ -52,6 +52,8 @@ TEST(ExitCodes, UsageErrorsExitWithTwo) {
       {"verify " + ckpt + " --tokens x", "--tokens: x is not valid (valid: an integer >= 1)"},
       {"bench --m 0", "--m: 0 is not valid (valid: an integer >= 1)"},
       {"bench --seconds 0", "--seconds: 0 is not valid (valid: a number > 0)"},
+      {"run " + ckpt + " --threads 0", "--threads: 0 is not valid (valid: 1..1024)"},
+      {"bench --threads 2000", "--threads: 2000 is not valid (valid: 1..1024)"},
       {"sample " + (dir / "x") + " --layers 65", "--layers: 65 is not valid (valid: 1..64)"},
       {"run " + ckpt + " --tokens 100000000",
        "--tokens 100000000: the tokens' buffers (hidden states, router logits, routing, output "

@@ -130,3 +130,22 @@ def test_reserve_is_accepted_on_the_cpu(data_dir):
     moe.reserve(256)
     with pytest.raises(qmoe.Error, match="max_tokens must be at least 1"):
         moe.reserve(0)
+
+
+def test_cpu_threads_can_be_set_and_do_not_change_the_result(data_dir):
+    path, x, logits, _, _, ref = case(data_dir, 33, seed=5)
+    moe = qmoe.MoE.from_checkpoint(path, 0, backend="cpu")
+    before = qmoe.cpu_threads()
+    assert 1 <= qmoe.usable_cpus()
+    try:
+        outs = []
+        for threads in (1, 3):
+            qmoe.set_cpu_threads(threads)
+            assert qmoe.cpu_threads() == threads
+            outs.append(moe(x, logits))
+        with pytest.raises(qmoe.Error, match=r"valid: 1\.\.1024"):
+            qmoe.set_cpu_threads(0)
+    finally:
+        qmoe.set_cpu_threads(before)
+    assert np.array_equal(outs[0], outs[1])
+    assert reference.relative_error(outs[0], ref) < BOUNDS[np.float32]

@@ -36,6 +36,7 @@
 #endif
 #ifdef QMOE_BENCH_CUBLAS
 #include "measure/gpu/layer_baseline.hpp"
+#include "threads_flag.hpp"
 #endif
 
 namespace qmoe::cli {
@@ -45,6 +46,7 @@ struct BenchOptions {
   LayerSource layer;
   std::vector<int64_t> m{1, 8, 32, 128};
   std::string device = "auto";
+  std::string dtype = "auto";
   std::vector<std::string> backends;  // empty: every compatible one but the emulation
   double seconds = 0.3;               // sampling time per row
   bool json = false, quiet = false;
@@ -123,6 +125,9 @@ Timing time_passes(size_t sets, const std::function<void()>& pass, double second
 
 struct Ceilings {
   double read_bytes_per_s = 0, flops_per_s = 0;  // 0: not measured in this build
+  // The cpu's further memory ceilings (0 elsewhere): read_bytes_per_s is on huge pages, where the
+  // packed weights sit.
+  double copy_bytes_per_s = 0, read_4k_bytes_per_s = 0, copy_4k_bytes_per_s = 0;
   std::string how;
 };
 
@@ -130,20 +135,30 @@ Ceilings measure(Device device) {
 #ifdef QMOE_BENCH_OPENBLAS
   if (device.kind == DeviceKind::cpu) {
     const bench::Ceilings c = bench::measure_ceilings();
-    return {c.read_gbps * 1e9, bench::openblas_sgemm_flops(),
-            "streaming read over buffers far larger than the cache; OpenBLAS 1024^3 sgemm"};
+    return {c.read_gbps * 1e9,
+            bench::openblas_sgemm_flops(),
+            c.copy_gbps * 1e9,
+            c.read_4k_gbps * 1e9,
+            c.copy_4k_gbps * 1e9,
+            c.to_string() +
+                "; streaming over buffers far larger than the cache; OpenBLAS "
+                "1024^3 sgemm"};
   }
 #endif
 #ifdef QMOE_BENCH_CUBLAS
   if (device.kind == DeviceKind::cuda) {
     const bench::DeviceCeilings c = bench::measure_device_ceilings(device.index);
-    return {c.copy_bytes_per_s, c.bf16_flops_per_s,
+    return {c.copy_bytes_per_s,
+            c.bf16_flops_per_s,
+            0,
+            0,
+            0,
             "SM copy kernel 1 GiB -> 1 GiB (bytes read + written per second, as moe_bench); "
             "cuBLAS 8192^3 bf16 matmul"};
   }
 #endif
   (void)device;
-  return {0, 0, "not measured: this build has no benchmark library for the device"};
+  return {0, 0, 0, 0, 0, "not measured: this build has no benchmark library for the device"};
 }
 
 // The plain float forward a backend's speed-up is measured against, on the same token sets.
@@ -265,6 +280,11 @@ nlohmann::ordered_json to_json(const std::vector<Row>& rows, const Ceilings& cei
   j["ceilings"] = {{"read_bytes_per_s", ceil.read_bytes_per_s},
                    {"flops_per_s", ceil.flops_per_s},
                    {"how", ceil.how}};
+  if (ceil.copy_bytes_per_s > 0) {
+    j["ceilings"]["copy_bytes_per_s"] = ceil.copy_bytes_per_s;
+    j["ceilings"]["read_4k_pages_bytes_per_s"] = ceil.read_4k_bytes_per_s;
+    j["ceilings"]["copy_4k_pages_bytes_per_s"] = ceil.copy_4k_bytes_per_s;
+  }
   j["baseline"] = baseline.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(baseline);
   if (baseline.empty()) j["why_no_baseline"] = why_no_baseline;
   j["rows"] = nlohmann::ordered_json::array();
@@ -309,7 +329,7 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
 void run_bench(const BenchOptions& o) {
   const Device device = machine_device(o.device);
   const DeviceDesc desc = device.kind == DeviceKind::cpu ? host_cpu() : query_device(device);
-  const DType dtype = activation_dtype("auto", device);
+  const DType dtype = activation_dtype(o.dtype, device);
   BenchLayer layer = make_bench_layer(o.layer);
   const QuantizedExperts& experts = *layer.experts;
   const MoEConfig& config = layer.config;
@@ -424,9 +444,12 @@ void add_bench(CLI::App& root) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = root.add_subcommand(
       "bench", "Time one MoE layer on every backend of a device against a float baseline");
+  add_threads_flag(*cmd);
   add_layer_flags(*cmd, o->layer);
   cmd->add_option("--m", o->m, "Token counts, e.g. 1,8,32,128")->delimiter(',')->check(at_least(1));
   cmd->add_option("--device", o->device, "auto (a GPU when present), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Activation dtype: auto, f32, bf16 or f16")
       ->capture_default_str();
   cmd->add_option("--backend", o->backends,
                   "Backends to time, e.g. cpu,emulation (default: every compatible one but the "

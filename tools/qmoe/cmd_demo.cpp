@@ -10,6 +10,7 @@
 #include "qmoe/device.hpp"
 #include "qmoe/moe.hpp"
 #include "sample/random_moe.hpp"
+#include "threads_flag.hpp"
 #include "token_memory.hpp"
 #include "units.hpp"
 
@@ -86,6 +87,7 @@ void add_demo(CLI::App& root) {
   auto options = std::make_shared<DemoOptions>();
   CLI::App* demo = root.add_subcommand(
       "demo", "Run a small built-in int4 MoE on the selected backend and check it");
+  add_threads_flag(*demo);
   demo->add_option("--backend", options->backend, "Backend name, or auto for the oracle's choice")
       ->capture_default_str()
       ->check(backend_name());

@@ -21,6 +21,7 @@
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "sample/random_moe.hpp"
+#include "threads_flag.hpp"
 #include "token_memory.hpp"
 #include "units.hpp"
 
@@ -205,6 +206,7 @@ void add_run(CLI::App& root) {
       ->check(at_least(1));
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   add_open_flags(*cmd, o->open);
+  add_threads_flag(*cmd);
   cmd->add_flag("--quiet", o->quiet, "No progress line");
   cmd->callback([o] { run_layers(*o); });
 }

@@ -13,6 +13,7 @@
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/oracle.hpp"
 #include "sample/random_moe.hpp"
+#include "threads_flag.hpp"
 #include "token_memory.hpp"
 #include "units.hpp"
 
@@ -134,6 +135,7 @@ void add_verify(CLI::App& root) {
       "verify", "Check every layer on every backend of this machine against the reference");
   cmd->add_option("dir", o->dir, "Checkpoint directory")->required();
   add_open_flags(*cmd, o->open);
+  add_threads_flag(*cmd);
   cmd->add_option("--tokens", o->tokens, "Random tokens per check")
       ->capture_default_str()
       ->check(at_least(1));

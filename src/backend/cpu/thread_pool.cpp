@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.hpp"
+#include "qmoe/threads.hpp"
 
 namespace qmoe::cpu {
 
@@ -36,8 +37,7 @@ int threads_from_environment() {
 ThreadPool& ThreadPool::instance() {
   static ThreadPool pool([] {
     const int from_env = threads_from_environment();
-    if (from_env > 0) return from_env;
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return from_env > 0 ? from_env : usable_cpus();
   }());
   return pool;
 }
@@ -136,3 +136,16 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& bod
 }
 
 }  // namespace qmoe::cpu
+
+namespace qmoe {
+
+int cpu_threads() { return cpu::ThreadPool::instance().threads(); }
+
+void set_cpu_threads(int threads) {
+  check(threads >= 1 && threads <= 1024,
+        "set_cpu_threads: {} is not a thread count (valid: 1..1024)", threads);
+  cpu::ThreadPool& pool = cpu::ThreadPool::instance();
+  if (pool.threads() != threads) pool.resize(threads);
+}
+
+}  // namespace qmoe

@@ -20,7 +20,8 @@ namespace qmoe::cpu {
 
 class ThreadPool {
  public:
-  // The process-wide pool. Its size is QMOE_CPU_THREADS when set, else the hardware threads.
+  // The process-wide pool. Its size is QMOE_CPU_THREADS when set, else usable_cpus()
+  // (qmoe/threads.hpp); set_cpu_threads() resizes it.
   static ThreadPool& instance();
 
   explicit ThreadPool(int threads);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/check.hpp"
+#include "qmoe/threads.hpp"
 
 namespace qmoe::cuda_mma {
 
@@ -191,8 +192,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
       }
     }
   };
-  const int64_t threads =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::clamp<int64_t>(w.E, 1, 16));
+  const int64_t threads = std::clamp<int64_t>(usable_cpus(), 1, std::clamp<int64_t>(w.E, 1, 16));
   std::vector<std::thread> pool;
   for (int64_t i = 0; i < threads; ++i)
     pool.emplace_back([&, i] {

@@ -1,13 +1,21 @@
 #include "measure/cpu/ceilings.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <vector>
 
-#include "backend/cpu/huge_page_bytes.hpp"
 #include "backend/cpu/thread_pool.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace qmoe::bench {
 
@@ -16,6 +24,26 @@ namespace {
 constexpr int64_t kBytes = int64_t{512} << 20;  // 16x the L3
 constexpr int64_t kChunks = 256;
 constexpr int kTrials = 7;
+constexpr size_t kHugePage = size_t{2} << 20;
+
+struct FreeBytes {
+  void operator()(uint64_t* p) const { std::free(p); }
+};
+using Words = std::unique_ptr<uint64_t[], FreeBytes>;
+
+// kBytes filled with `value`, advised to be backed by huge pages or by 4 KB pages only.
+Words buffer(bool huge_pages, uint64_t value) {
+  void* p = std::aligned_alloc(kHugePage, kBytes);
+  if (!p) throw std::bad_alloc();
+#if defined(__linux__)
+  madvise(p, kBytes, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+  (void)huge_pages;
+#endif
+  Words words(static_cast<uint64_t*>(p));
+  std::fill(words.get(), words.get() + kBytes / 8, value);
+  return words;
+}
 
 template <class Body>
 double best_seconds(Body&& body) {
@@ -29,21 +57,17 @@ double best_seconds(Body&& body) {
   return best;
 }
 
-}  // namespace
+struct CopyAndRead {
+  double copy_gbps, read_gbps;
+};
 
-Ceilings measure_ceilings() {
-  const int64_t words = kBytes / 8, per_chunk = words / kChunks;
-  // The same page policy as the packed weights (transparent huge pages where offered), so the
-  // ceiling is not lowered by TLB misses the MoE forward does not pay.
-  cpu::HugePageBytes a_bytes(static_cast<size_t>(kBytes)), b_bytes(static_cast<size_t>(kBytes));
-  uint64_t* a = reinterpret_cast<uint64_t*>(a_bytes.data());
-  uint64_t* b = reinterpret_cast<uint64_t*>(b_bytes.data());
-  std::fill(a, a + words, uint64_t{1});
-  std::fill(b, b + words, uint64_t{2});
+CopyAndRead measure_on(bool huge_pages) {
+  const int64_t per_chunk = kBytes / 8 / kChunks;
+  const Words a = buffer(huge_pages, 1), b = buffer(huge_pages, 2);
   cpu::ThreadPool& pool = cpu::ThreadPool::instance();
   const double copy = best_seconds([&] {
     pool.parallel_for(kChunks, [&](int64_t c) {
-      std::memcpy(b + c * per_chunk, a + c * per_chunk, per_chunk * 8);
+      std::memcpy(b.get() + c * per_chunk, a.get() + c * per_chunk, per_chunk * 8);
     });
   });
   std::vector<uint64_t> sinks(kChunks);
@@ -51,7 +75,7 @@ Ceilings measure_ceilings() {
     pool.parallel_for(kChunks, [&](int64_t c) {
       // Eight independent lanes so the loop is bound by loads, not by one dependency chain.
       uint64_t x[8] = {};
-      const uint64_t* p = a + c * per_chunk;
+      const uint64_t* p = a.get() + c * per_chunk;
       for (int64_t i = 0; i < per_chunk; i += 8)
         for (int j = 0; j < 8; ++j) x[j] ^= p[i + j];
       uint64_t s = 0;
@@ -62,6 +86,20 @@ Ceilings measure_ceilings() {
   volatile uint64_t keep = sinks[0];
   (void)keep;
   return {2.0 * kBytes / copy / 1e9, kBytes / read / 1e9};
+}
+
+}  // namespace
+
+std::string Ceilings::to_string() const {
+  return fmt::format(
+      "read {:.1f} GB/s (4 KB pages {:.1f}), copy {:.1f} GB/s (4 KB pages {:.1f}), on {} thread{}",
+      read_gbps, read_4k_gbps, copy_gbps, copy_4k_gbps, threads, threads == 1 ? "" : "s");
+}
+
+Ceilings measure_ceilings() {
+  const CopyAndRead huge = measure_on(true), small = measure_on(false);
+  return {huge.copy_gbps, huge.read_gbps, small.copy_gbps, small.read_gbps,
+          cpu::ThreadPool::instance().threads()};
 }
 
 }  // namespace qmoe::bench
