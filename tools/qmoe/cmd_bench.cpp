@@ -28,6 +28,7 @@
 #include "sample/random_moe.hpp"
 #include "scheme_flag.hpp"
 #include "svg_chart.hpp"
+#include "threads_flag.hpp"
 #include "units.hpp"
 #ifdef QMOE_BENCH_OPENBLAS
 #include "backend/emulation/dense_forward.hpp"
@@ -36,7 +37,6 @@
 #endif
 #ifdef QMOE_BENCH_CUBLAS
 #include "measure/gpu/layer_baseline.hpp"
-#include "threads_flag.hpp"
 #endif
 
 namespace qmoe::cli {
