@@ -5,17 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <vector>
 
+#include "backend/cpu/huge_page_bytes.hpp"
 #include "backend/cpu/thread_pool.hpp"
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace qmoe::bench {
 
@@ -24,25 +18,13 @@ namespace {
 constexpr int64_t kBytes = int64_t{512} << 20;  // 16x the L3
 constexpr int64_t kChunks = 256;
 constexpr int kTrials = 7;
-constexpr size_t kHugePage = size_t{2} << 20;
 
-struct FreeBytes {
-  void operator()(uint64_t* p) const { std::free(p); }
-};
-using Words = std::unique_ptr<uint64_t[], FreeBytes>;
-
-// kBytes filled with `value`, advised to be backed by huge pages or by 4 KB pages only.
-Words buffer(bool huge_pages, uint64_t value) {
-  void* p = std::aligned_alloc(kHugePage, kBytes);
-  if (!p) throw std::bad_alloc();
-#if defined(__linux__)
-  madvise(p, kBytes, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-#else
-  (void)huge_pages;
-#endif
-  Words words(static_cast<uint64_t*>(p));
-  std::fill(words.get(), words.get() + kBytes / 8, value);
-  return words;
+// kBytes of words equal to `value`, on huge pages as the packed weights or on 4 KB pages only.
+cpu::HugePageBytes filled(cpu::HugePageBytes::Pages pages, uint64_t value) {
+  cpu::HugePageBytes bytes(static_cast<size_t>(kBytes), pages);
+  uint64_t* words = reinterpret_cast<uint64_t*>(bytes.data());
+  std::fill(words, words + kBytes / 8, value);
+  return bytes;
 }
 
 template <class Body>
@@ -61,13 +43,15 @@ struct CopyAndRead {
   double copy_gbps, read_gbps;
 };
 
-CopyAndRead measure_on(bool huge_pages) {
+CopyAndRead measure_on(cpu::HugePageBytes::Pages pages) {
   const int64_t per_chunk = kBytes / 8 / kChunks;
-  const Words a = buffer(huge_pages, 1), b = buffer(huge_pages, 2);
+  cpu::HugePageBytes a_bytes = filled(pages, 1), b_bytes = filled(pages, 2);
+  const uint64_t* a = reinterpret_cast<const uint64_t*>(a_bytes.data());
+  uint64_t* b = reinterpret_cast<uint64_t*>(b_bytes.data());
   cpu::ThreadPool& pool = cpu::ThreadPool::instance();
   const double copy = best_seconds([&] {
     pool.parallel_for(kChunks, [&](int64_t c) {
-      std::memcpy(b.get() + c * per_chunk, a.get() + c * per_chunk, per_chunk * 8);
+      std::memcpy(b + c * per_chunk, a + c * per_chunk, per_chunk * 8);
     });
   });
   std::vector<uint64_t> sinks(kChunks);
@@ -75,7 +59,7 @@ CopyAndRead measure_on(bool huge_pages) {
     pool.parallel_for(kChunks, [&](int64_t c) {
       // Eight independent lanes so the loop is bound by loads, not by one dependency chain.
       uint64_t x[8] = {};
-      const uint64_t* p = a.get() + c * per_chunk;
+      const uint64_t* p = a + c * per_chunk;
       for (int64_t i = 0; i < per_chunk; i += 8)
         for (int j = 0; j < 8; ++j) x[j] ^= p[i + j];
       uint64_t s = 0;
@@ -97,7 +81,8 @@ std::string Ceilings::to_string() const {
 }
 
 Ceilings measure_ceilings() {
-  const CopyAndRead huge = measure_on(true), small = measure_on(false);
+  const CopyAndRead huge = measure_on(cpu::HugePageBytes::Pages::huge),
+                    small = measure_on(cpu::HugePageBytes::Pages::small_only);
   return {huge.copy_gbps, huge.read_gbps, small.copy_gbps, small.read_gbps,
           cpu::ThreadPool::instance().threads()};
 }
