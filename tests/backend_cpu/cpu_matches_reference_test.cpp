@@ -41,6 +41,8 @@ double bound_for(DType dtype) {
   return f32_math;
 }
 
+const QuantScheme kMxfp4{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+
 const Scenario kScenarios[] = {
     {"int4_g128_sym_decode", {.E = 8, .H = 256, .I = 128, .M = 1, .top_k = 2}},
     {"int4_g128_E13_top8_M1",
@@ -147,6 +149,28 @@ const Scenario kScenarios[] = {
       .act_dtype = DType::bf16}},
     {"int4_g128_asym_M256",
      {.E = 16, .H = 256, .I = 128, .M = 256, .top_k = 4, .scheme = scheme(4, 128, true)}},
+    // MXFP4 as gpt-oss runs it: interleaved clamped SwiGLU, biases on both GEMMs, bf16.
+    {"mxfp4_swigluoai_bias_bf16",
+     {.E = 8,
+      .H = 96,
+      .I = 64,
+      .M = 5,
+      .top_k = 4,
+      .scheme = kMxfp4,
+      .activation = Activation::swigluoai,
+      .bias = true,
+      .act_dtype = DType::bf16}},
+    {"mxfp4_uninterleave_bias_E32_M300",
+     {.E = 32,
+      .H = 160,
+      .I = 96,
+      .M = 300,
+      .top_k = 4,
+      .scheme = kMxfp4,
+      .activation = Activation::swigluoai_uninterleave,
+      .bias = true}},
+    {"mxfp4_silu_E13_M1_f16",
+     {.E = 13, .H = 64, .I = 224, .M = 1, .top_k = 3, .scheme = kMxfp4, .act_dtype = DType::f16}},
 };
 
 struct Param {

@@ -37,12 +37,6 @@ testing::AssertionResult throws_error_with(const std::function<void()>& f,
   return testing::AssertionFailure() << "no Error thrown";
 }
 
-TEST(CpuBackend, RejectsMxfp4) {
-  test::MoECase c =
-      test::make_case({.scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32}});
-  EXPECT_TRUE(throws_error_with([&] { prepare_on_cpu(*c.experts, c.config); }, "int4/int8"));
-}
-
 TEST(CpuBackend, RejectsCudaDevice) {
   test::MoECase c = test::make_case({});
   EXPECT_TRUE(throws_error_with(

@@ -1,8 +1,8 @@
-// Every instantiation of the tile kernel (each ISA this CPU runs x 4/8 bits x zero points or not
-// x every token count per call) against a float64 dot product of the canonical weight, on one
-// packed pair of panels. The kernels sum raw codes times activations per group and apply scale
-// and zero point once per group (panel_format.hpp). Bound: f32 accumulation over K = 96 of raw
-// codes times x, minus z * sum(x) once per group, times the scale once, stays below 1e-5 of the
+// Every instantiation of the tile kernel (each ISA this CPU runs x 4/8 bits x zero points or not,
+// and MXFP4, x every token count per call) against a float64 dot product of the canonical weight,
+// on one packed pair of panels. The kernels sum raw codes times activations per group and apply
+// scale and zero point once per group (panel_format.hpp). Bound: f32 accumulation over K = 96 of
+// raw codes times x, minus z * sum(x) once per group, times the scale once, stays below 1e-5 of the
 // row's sum of |w x|; a wrong nibble, scale, zero, group sum or token is off by far more.
 #include <gtest/gtest.h>
 
@@ -22,10 +22,22 @@ struct KernelCase {
   Isa isa;
   int bits;
   bool zero_points;
+  bool mxfp4 = false;  // e2m1 codes with e8m0 scales (bits 4, no zero points, groups of 32)
 };
 
-void PrintTo(const KernelCase& c, std::ostream* os) {
-  *os << name(c.isa) << " int" << c.bits << (c.zero_points ? " zp" : " sym");
+std::string case_text(const KernelCase& c) {
+  if (c.mxfp4) return std::string(name(c.isa)) + "_mxfp4";
+  return std::string(name(c.isa)) + "_int" + std::to_string(c.bits) +
+         (c.zero_points ? "_zp" : "_sym");
+}
+
+void PrintTo(const KernelCase& c, std::ostream* os) { *os << case_text(c); }
+
+QuantScheme scheme_of(const KernelCase& c, int group) {
+  if (c.mxfp4) return QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  return QuantScheme{.bits = c.bits,
+                     .zero_point = c.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
+                     .group_size = group};
 }
 
 class TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
@@ -33,22 +45,21 @@ class TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
 void check_every_token_count(const KernelCase& c, int group);
 
 // Group 32 runs the unrolled k loops only; group 6 (3 k-pairs, 6 = 4 + 2 k steps) their tails.
+// MXFP4 groups are always 32.
 TEST_P(TileKernelMatchesDot, EveryTokenCount) {
-  for (const int group : {32, 6}) check_every_token_count(GetParam(), group);
+  for (const int group : {32, 6})
+    if (!GetParam().mxfp4 || group == 32) check_every_token_count(GetParam(), group);
 }
 
 void check_every_token_count(const KernelCase& c, int group) {
-  const auto [isa, bits, zero_points] = c;
   SCOPED_TRACE("group " + std::to_string(group));
   const int64_t N = kTileRows - 3, K = 96;  // three padding rows in the panel
-  std::mt19937_64 rng(bits * 10 + zero_points + group);
-  const QuantScheme scheme{.bits = bits,
-                           .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
-                           .group_size = group};
+  std::mt19937_64 rng(c.bits * 10 + c.zero_points + group + c.mxfp4 * 1000);
+  const QuantScheme scheme = scheme_of(c, group);
   const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
   const PackedMatrix packed =
       pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
-  const TileKernel kernel = tile_kernel(isa);
+  const TileKernel kernel = tile_kernel(c.isa);
 
   std::normal_distribution<float> normal;
   const int64_t G = scheme.group_size;
@@ -85,13 +96,11 @@ void check_every_token_count(const KernelCase& c, int group) {
 class Bf16TileKernelMatchesDot : public testing::TestWithParam<KernelCase> {};
 
 TEST_P(Bf16TileKernelMatchesDot, EveryTokenCount) {
-  const auto [isa, bits, zero_points] = GetParam();
-  const TileKernel kernel = tile_kernel(isa);
+  const KernelCase& c = GetParam();
+  const TileKernel kernel = tile_kernel(c.isa);
   const int64_t N = kTileRows - 5, K = 128, G = 32;
-  std::mt19937_64 rng(bits * 10 + zero_points + 100);
-  const QuantScheme scheme{.bits = bits,
-                           .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
-                           .group_size = G};
+  std::mt19937_64 rng(c.bits * 10 + c.zero_points + c.mxfp4 * 1000 + 100);
+  const QuantScheme scheme = scheme_of(c, G);
   const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
   const PackedMatrix packed =
       pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
@@ -132,14 +141,12 @@ std::vector<KernelCase> kernel_cases(bool bf16_only) {
     if (bf16_only && !tile_kernel(isa).run_bf16) continue;
     for (int bits : {4, 8})
       for (bool zp : {false, true}) cases.push_back({isa, bits, zp});
+    cases.push_back({isa, 4, false, true});
   }
   return cases;
 }
 
-std::string case_name(const testing::TestParamInfo<KernelCase>& p) {
-  return std::string(name(p.param.isa)) + "_int" + std::to_string(p.param.bits) +
-         (p.param.zero_points ? "_zp" : "_sym");
-}
+std::string case_name(const testing::TestParamInfo<KernelCase>& p) { return case_text(p.param); }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, TileKernelMatchesDot, testing::ValuesIn(kernel_cases(false)),
                          case_name);

@@ -200,7 +200,7 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
 
 TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
   const nlohmann::json j =
-      run_json("explain --experts 8 --hidden 256 --intermediate 128 --mxfp4 --backend cpu", 1);
+      run_json("explain --experts 8 --hidden 96 --intermediate 48 --group 3 --backend cpu", 1);
   const nlohmann::json& g = j["groups"][0];
   EXPECT_TRUE(g["chosen"].is_null());
   EXPECT_NE(g["error"].get<std::string>().find("Backends that would: emulation"),

@@ -18,6 +18,10 @@ inline QuantScheme mxfp4_scheme() {
   return QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
 }
 
+// A layer no automatic backend runs, only the emulation reference: 4-bit groups of 3 codes fill
+// no whole bytes (cpu) and are no multiple of 32 (the CUDA backends).
+inline LayerDesc emulation_only_layer();
+
 // A Qwen3-30B-A3B-like layer: int4 g128 symmetric, 128 experts, top-8, silu, bf16.
 inline LayerDesc base_layer() {
   LayerDesc l;
@@ -28,6 +32,14 @@ inline LayerDesc base_layer() {
   l.top_k = 8;
   l.activation = Activation::silu;
   l.activation_dtype = DType::bf16;
+  return l;
+}
+
+inline LayerDesc emulation_only_layer() {
+  LayerDesc l = base_layer();
+  l.w13_scheme = l.w2_scheme = int_scheme(4, 3);
+  l.hidden = 192;
+  l.intermediate = 96;
   return l;
 }
 

@@ -255,21 +255,21 @@ TEST(UpstreamRegression, GroupSizeComesFromTheSchemeNotTheScaleType) {  // #7, P
 }
 
 TEST(UpstreamRegression, IncompatiblePreferenceIsAnErrorNotAFallback) {  // #18, #19
-  const LayerDesc mxfp4 = with_scheme(base_layer(), test::mxfp4_scheme());
-  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "backend 'cpu' cannot run this layer");
-  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "mxfp4 weights are not supported");
-  expect_error([&] { select(mxfp4, x86(), "cpu"); }, "Backends that would: emulation");
+  const LayerDesc odd = test::emulation_only_layer();
+  expect_error([&] { select(odd, x86(), "cpu"); }, "backend 'cpu' cannot run this layer");
+  expect_error([&] { select(odd, x86(), "cpu"); }, "does not fill whole bytes");
+  expect_error([&] { select(odd, x86(), "cpu"); }, "Backends that would: emulation");
   expect_error([&] { select(base_layer(), x86(), "cuda-mma"); }, "runs on CUDA GPUs");
 }
 
 TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
   // Where nothing else runs the layer, auto is an error that points at emulation, never a silent
   // slow fallback.
-  const LayerDesc mxfp4 = with_scheme(base_layer(), test::mxfp4_scheme());
-  expect_error([&] { select(mxfp4, x86()); }, "ask for backend 'emulation' explicitly");
+  const LayerDesc odd = test::emulation_only_layer();
+  expect_error([&] { select(odd, x86()); }, "ask for backend 'emulation' explicitly");
   expect_error([&] { select(base_layer(), parse_device("cpu:generic")); },
                "cpu: needs a CPU with x86-64");
-  EXPECT_EQ(select(mxfp4, x86(), "emulation").backend, "emulation");
+  EXPECT_EQ(select(odd, x86(), "emulation").backend, "emulation");
   // Even with emulation first in the order and compatible, auto skips it.
   const Selection s = select_among({&test::descriptor("emulation"), &test::descriptor("cpu")},
                                    base_layer(), x86(), "auto", everything_built);
@@ -278,10 +278,35 @@ TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
             std::string::npos);
 }
 
+TEST(Selection, W4A4IsEmulatedOnlyAndAutoSaysHowToAskForIt) {
+  QuantScheme w4a4 = test::mxfp4_scheme();
+  w4a4.activation_quant = ActivationQuant::mxfp4;
+  const LayerDesc l = with_scheme(base_layer(), w4a4);
+  for (const DeviceDesc& device : {x86(), parse_device("h100")}) {
+    const Selection s = evaluate(l, device, "auto");
+    EXPECT_TRUE(s.backend.empty()) << device.name;
+    for (const Verdict& v : s.verdicts) {
+      if (v.backend == "emulation") continue;
+      EXPECT_NE(v.reason.find("runs on") == 0 ? std::string::npos
+                                              : v.reason.find("MXFP4 activations (W4A4) are "
+                                                              "emulated only"),
+                std::string::npos)
+          << v.backend << " on " << device.name << ": " << v.reason;
+    }
+  }
+  expect_error([&] { select(l, x86()); }, "--backend emulation");
+  EXPECT_EQ(select(l, x86(), "emulation").backend, "emulation");
+  // The same weights without activation quantization stay with the fast backends' own rules.
+  EXPECT_EQ(verdict_of(evaluate(with_scheme(base_layer(), test::mxfp4_scheme()), x86(), "auto"),
+                       "cpu")
+                .reason.find("W4A4"),
+            std::string::npos);
+}
+
 TEST(UpstreamRegression, NoBackendSaysWhatToChange) {
-  const LayerDesc l = with_scheme(base_layer(), test::mxfp4_scheme());
+  const LayerDesc l = test::emulation_only_layer();
   expect_error([&] { select(l, parse_device("sm_75")); }, "cuda-mma: needs compute capability");
-  expect_error([&] { select(l, parse_device("h100")); }, "cuda-wgmma: weights: mxfp4");
+  expect_error([&] { select(l, parse_device("h100")); }, "cuda-wgmma: weights: group size 3");
 }
 
 TEST(UpstreamRegression, EveryWrittenBackendIsReachable) {  // #8: a dispatch path nobody reached

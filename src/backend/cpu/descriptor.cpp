@@ -1,4 +1,5 @@
-// What the `cpu` backend runs (src/backend/cpu/): int4/int8 panels dequantized on the fly, AVX-512
+// What the `cpu` backend runs (src/backend/cpu/): int4/int8 and MXFP4 panels dequantized on the
+// fly (MXFP4: e2m1 codes through a lookup table, e8m0 scales as f32 powers of two), AVX-512
 // or AVX2+FMA chosen at run time with a portable fallback, so x86-64 is the only requirement.
 // Group sizes: any divisor of K whose codes fill whole bytes (even groups for int4, any group for
 // int8). Act-order becomes a permutation of K at
@@ -16,6 +17,7 @@ const BackendDescriptor& cpu_descriptor() {
     b.device = DeviceKind::cpu;
     b.cpu_features = {CpuFeature::x86_64};
     b.int_bits = {4, 8};
+    b.mxfp4 = true;
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.group_fills_whole_bytes = true;

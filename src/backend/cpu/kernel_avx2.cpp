@@ -7,6 +7,13 @@
 namespace qmoe::cpu {
 namespace {
 
+// e2m1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6) as f32 bits, each XORed with its index i << 28.
+// A lane holding nibble q (bits 3..0) then becomes its value in three instructions:
+// vpermps reads only the index's low 3 bits (the magnitude), and XOR with q << 28 restores bits
+// 30..28 while moving q's sign bit 3 to bit 31.
+alignas(32) constexpr uint32_t kE2m1Folded[8] = {0x00000000, 0x2f000000, 0x1f800000, 0x0fc00000,
+                                                 0x00000000, 0x10400000, 0x20800000, 0x30c00000};
+
 struct Simd {
   struct Rows {
     __m256 v[2];
@@ -36,6 +43,18 @@ struct Simd {
       const __m256i q = widen8(p + 8 * h);
       lo.v[h] = _mm256_cvtepi32_ps(_mm256_and_si256(q, mask));
       hi.v[h] = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
+    }
+  }
+  static __m256 e2m1_value(__m256i q, __m256 table) {
+    return _mm256_xor_ps(_mm256_permutevar8x32_ps(table, q),
+                         _mm256_castsi256_ps(_mm256_slli_epi32(q, 28)));
+  }
+  static void e2m1_codes4(const uint8_t* p, Rows& lo, Rows& hi) {
+    const __m256 table = _mm256_load_ps(reinterpret_cast<const float*>(kE2m1Folded));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = widen8(p + 8 * h);  // bits 7..4 of q leave the lane in q << 28
+      lo.v[h] = e2m1_value(q, table);
+      hi.v[h] = e2m1_value(_mm256_srli_epi32(q, 4), table);
     }
   }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }

@@ -10,6 +10,9 @@ namespace {
 // 0..15 as floats: vpermps reads only the low 4 bits of each index lane, so a nibble becomes a
 // float in one instruction without masking off the bits above it.
 alignas(64) constexpr float kNibbles[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+// The same lookup for e2m1 codes: bit 3 is the sign, bits 2..0 index the magnitudes.
+alignas(64) constexpr float kE2m1[16] = {0,     0.5f,  1,  1.5f,  2,  3,  4,  6,
+                                         -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 
 struct Simd {
   using Rows = __m512;
@@ -25,12 +28,14 @@ struct Simd {
   static Rows load_u8(const uint8_t* p) { return _mm512_cvtepi32_ps(widen(p)); }
   static Rows add(Rows a, Rows b) { return _mm512_add_ps(a, b); }
   static Rows mul_add(Rows a, Rows b, Rows c) { return _mm512_fmadd_ps(a, b, c); }
-  static void codes4(const uint8_t* p, Rows& lo, Rows& hi) {
-    const __m512 table = _mm512_load_ps(kNibbles);
+  static void lookup4(const uint8_t* p, const float* values, Rows& lo, Rows& hi) {
+    const __m512 table = _mm512_load_ps(values);
     const __m512i q = widen(p);
     lo = _mm512_permutexvar_ps(q, table);
     hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
   }
+  static void codes4(const uint8_t* p, Rows& lo, Rows& hi) { lookup4(p, kNibbles, lo, hi); }
+  static void e2m1_codes4(const uint8_t* p, Rows& lo, Rows& hi) { lookup4(p, kE2m1, lo, hi); }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }
   static Rows fma(Rows w, float x, Rows acc) { return _mm512_fmadd_ps(w, _mm512_set1_ps(x), acc); }
   static void store(float* p, Rows r) { _mm512_storeu_ps(p, r); }

@@ -3,8 +3,9 @@
 // (k, k+1) of row i as bf16 codes: a code q <= 255 has at most 8 significant bits, so bf16
 // holds it exactly and its products with bf16 activations are exact in f32. Per group:
 //   out += s * (sum_k q_k x_k - z * sum_k x_k)
-// 4-bit codes become bf16 through a 16-entry table (vpermw), 8-bit ones through f32 (whose top
-// 16 bits are then the bf16). Compiled with -mavx512f -mavx512bw -mavx512bf16 (CMakeLists.txt).
+// 4-bit codes become bf16 through a 16-entry table (vpermw; e2m1 codes through a table of their
+// values, exact in bf16, with no zero term), 8-bit ones through f32 (whose top 16 bits are then
+// the bf16). Compiled with -mavx512f -mavx512bw -mavx512bf16 (CMakeLists.txt).
 #include <immintrin.h>
 
 #include "backend/cpu/panel_kernel.hpp"
@@ -24,6 +25,10 @@ __m512i widen(const uint8_t* p) {
 alignas(64) constexpr uint16_t kNibbleBf16[32] = {0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0,
                                                   0x40c0, 0x40e0, 0x4100, 0x4110, 0x4120, 0x4130,
                                                   0x4140, 0x4150, 0x4160, 0x4170};
+// bf16 bit patterns of the e2m1 values: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then their negatives.
+alignas(64) constexpr uint16_t kE2m1Bf16[32] = {0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040,
+                                                0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80, 0xbfc0,
+                                                0xc000, 0xc040, 0xc080, 0xc0c0};
 
 // 16 bytes of 4-bit k-pairs -> lanes (bf16 low nibble, bf16 high nibble).
 __m512bh nibble_pairs(const uint8_t* p, __m512i table) {
@@ -44,13 +49,14 @@ __m512bh byte_pairs(const uint8_t* even, const uint8_t* odd) {
   return (__m512bh)_mm512_mask_blend_epi16(0xAAAAAAAAu, even_bits, odd_bits);
 }
 
-template <int Bits, bool ZeroPoints, int Tokens>
+template <Codes C, bool ZeroPoints, int Tokens>
 void tile(const PanelFormat& f, const PanelTileBf16& t) {
+  constexpr int Bits = kCodeBits<C>;
   constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
-  constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (int4) or k (int8)
+  constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (4-bit) or k (int8)
   const int64_t G = f.group_k, pairs = G / 2;
   const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
-  const __m512i table = _mm512_load_si512(kNibbleBf16);
+  const __m512i table = _mm512_load_si512(C == Codes::e2m1 ? kE2m1Bf16 : kNibbleBf16);
   __m512 acc[Tokens][2];
   for (int i = 0; i < Tokens; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 
@@ -93,7 +99,7 @@ void tile(const PanelFormat& f, const PanelTileBf16& t) {
     for (int p = 0; p < 2; ++p) {
       const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(head) + p * kHalfRows);
       const __m512 z = ZeroPoints ? _mm512_cvtepi32_ps(widen(head + kTileRows * 4 + p * kHalfRows))
-                                  : _mm512_set1_ps(static_cast<float>(1 << (Bits - 1)));
+                                  : _mm512_set1_ps(kImplicitZero<C>);
       for (int i = 0; i < Tokens; ++i) {
         __m512 sum = part[i][p][0];
         if constexpr (kSplit == 2) sum = _mm512_add_ps(sum, part[i][p][1]);
@@ -106,17 +112,22 @@ void tile(const PanelFormat& f, const PanelTileBf16& t) {
     for (int p = 0; p < 2; ++p) _mm512_storeu_ps(t.out + i * kTileRows + p * kHalfRows, acc[i][p]);
 }
 
-template <int Bits, bool ZeroPoints, int Tokens = 1>
+template <Codes C, bool ZeroPoints, int Tokens = 1>
 void for_tokens(const PanelFormat& f, const PanelTileBf16& t) {
   if constexpr (Tokens < kMaxTokens) {
-    if (t.tokens > Tokens) return for_tokens<Bits, ZeroPoints, Tokens + 1>(f, t);
+    if (t.tokens > Tokens) return for_tokens<C, ZeroPoints, Tokens + 1>(f, t);
   }
-  tile<Bits, ZeroPoints, Tokens>(f, t);
+  tile<C, ZeroPoints, Tokens>(f, t);
 }
 
 void run(const PanelFormat& f, const PanelTileBf16& t) {
-  if (f.bits == 4) return f.zero_points ? for_tokens<4, true>(f, t) : for_tokens<4, false>(f, t);
-  f.zero_points ? for_tokens<8, true>(f, t) : for_tokens<8, false>(f, t);
+  if (f.e2m1) return for_tokens<Codes::e2m1, false>(f, t);
+  if (f.bits == 4) {
+    if (f.zero_points) return for_tokens<Codes::uint4, true>(f, t);
+    return for_tokens<Codes::uint4, false>(f, t);
+  }
+  if (f.zero_points) return for_tokens<Codes::uint8, true>(f, t);
+  for_tokens<Codes::uint8, false>(f, t);
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 namespace qmoe::cpu {
 namespace {
 
+// e2m1 code -> value: bit 3 is the sign, bits 2..0 index the magnitudes.
+constexpr float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
 struct Simd {
   struct Rows {
     float v[kHalfRows];
@@ -39,6 +42,12 @@ struct Simd {
     for (int i = 0; i < kHalfRows; ++i) {
       lo.v[i] = static_cast<float>(p[i] & 0x0f);
       hi.v[i] = static_cast<float>(p[i] >> 4);
+    }
+  }
+  static void e2m1_codes4(const uint8_t* p, Rows& lo, Rows& hi) {
+    for (int i = 0; i < kHalfRows; ++i) {
+      lo.v[i] = kE2m1[p[i] & 0x0f];
+      hi.v[i] = kE2m1[p[i] >> 4];
     }
   }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }

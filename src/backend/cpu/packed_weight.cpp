@@ -1,6 +1,7 @@
 #include "backend/cpu/packed_weight.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/thread_pool.hpp"
@@ -13,8 +14,6 @@ namespace {
 
 void check_packable(const QuantizedWeight& w, const std::string& what) {
   const QuantScheme& s = w.scheme;
-  check(s.kind == WeightKind::integer, "{}: the cpu backend runs int4/int8 weights, not {}", what,
-        to_string(s));
   check(w.K_full == 0 || w.K_full == w.K,
         "{}: a K-split act-order shard (K = {} of K_full = {}); the cpu backend packs whole-K "
         "weights only (valid: the unsplit weight)",
@@ -34,6 +33,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   PackedMatrix m;
   const QuantScheme& s = w.scheme;
   m.format = PanelFormat{.bits = s.bits,
+                         .e2m1 = s.kind == WeightKind::mxfp4,
                          .zero_points = s.has_zero_points(),
                          .groups = s.groups_for(w.K),
                          .group_k = s.group_size_for(w.K)};
@@ -63,7 +63,12 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   const PanelFormat& f = m.format;
   const int64_t row_bytes = w.code_bytes_per_row(), groups = f.groups, G = f.group_k;
   const uint8_t* codes = w.codes.data_as<uint8_t>();
-  const float* scales = w.scales.data_as<float>();
+  // A group's scale as the f32 the kernels multiply by: mxfp4's e8m0 byte s is 2^(s - 127),
+  // exact in f32 (2^-127 is a subnormal; validate() refused the NaN byte 0xff).
+  auto scale = [&](int64_t at) {
+    if (f.e2m1) return std::ldexp(1.0f, int{w.scales.data_as<uint8_t>()[at]} - 127);
+    return w.scales.data_as<float>()[at];
+  };
   const uint8_t* zeros = f.zero_points ? w.zeros.data_as<uint8_t>() : nullptr;
   uint8_t* out = m.bytes.data();
 
@@ -85,7 +90,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
         for (int i = 0; i < kTileRows; ++i) {
           const int64_t row = panel_rows[i];
           if (row < 0) continue;
-          group_scales[i] = scales[(e * w.N + row) * groups + g];
+          group_scales[i] = scale((e * w.N + row) * groups + g);
           if (zeros) group_zeros[i] = zeros[(e * w.N + row) * groups + g];
         }
         std::memcpy(dst, group_scales, sizeof group_scales);

@@ -39,8 +39,7 @@ struct PackedMatrix {
 
 // row_of_slot(s): the canonical row held by slot s (0 <= s < panels * kTileRows), or -1 for a
 // padding row (zero weights). `what` names the weight in errors ("w13"). Throws Error for
-// schemes the cpu kernels do not run (mxfp4, odd 4-bit group sizes, act-order groups of
-// unequal size).
+// schemes the cpu kernels do not run (odd 4-bit group sizes, act-order groups of unequal size).
 PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int64_t panels,
                          const std::function<int64_t(int64_t)>& row_of_slot);
 

@@ -7,10 +7,10 @@
 // group, so scales and zero points arrive just before the codes they scale, and a kernel call
 // reads exactly one sequential stream (what hardware and software prefetch follow best):
 //
-//   group g:  scales  f32[32]                 (row i of the panel at [i])
+//   group g:  scales  f32[32]                 (row i of the panel at [i]; e2m1: 2^(e8m0 - 127))
 //             zeros   u8[32]                  (only with explicit zero points)
 //             codes   steps of 32 bytes, 16 for rows 0..15 then 16 for rows 16..31:
-//                     int4: G/2 steps, step j = k-pair (2j, 2j+1) of the group;
+//                     int4, e2m1: G/2 steps, step j = k-pair (2j, 2j+1) of the group;
 //                           byte i = code(row i, 2j) | code(row i, 2j+1) << 4
 //                     int8: G steps, byte i = code(row i, k)
 //
@@ -18,6 +18,9 @@
 // multiply the raw codes q (exact in f32 and in bf16) with the activations and apply each
 // group's scale and zero point once per group:
 //   out += s * (sum_k q_k x_k - z * sum_k x_k)
+// MXFP4 panels hold e2m1 codes (bit 3 sign, bits 2..1 exponent, bit 0 mantissa) whose value v(q)
+// is a table lookup (exact in f32 and bf16), no zero point, and one power-of-two scale per 32 k:
+//   out += s * sum_k v(q_k) x_k
 // which needs each activation row's sum over each group, and keeps the inner loop at load,
 // extend, (split nibbles,) convert and FMAs against broadcast activations, one converted vector
 // reused by every token of the tile.
@@ -32,7 +35,8 @@ inline constexpr int kMaxTileTokens = 16;
 
 struct PanelFormat {
   int bits = 4;              // 4 or 8
-  bool zero_points = false;  // false: implicit zero 2^(bits-1)
+  bool e2m1 = false;         // 4-bit e2m1 float codes (MXFP4), zero 0; else unsigned integers
+  bool zero_points = false;  // false: implicit zero 2^(bits-1) (0 for e2m1)
   int64_t groups = 1;        // along K
   int64_t group_k = 0;       // K elements per group (even for 4-bit)
 

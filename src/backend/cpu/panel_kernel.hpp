@@ -10,6 +10,7 @@
 //   kMaxTokens, zero(), splat(f), load(const float*), load_u8(const uint8_t*), add(a, b),
 //   mul_add(a, b, c)         a * b + c
 //   codes4(p, lo, hi)        16 bytes of 4-bit k-pairs -> low and high nibbles as floats
+//   e2m1_codes4(p, lo, hi)   the same for e2m1 nibbles -> their e2m1 values
 //   codes8(p)                16 bytes of 8-bit codes -> floats
 //   fma(w, x, acc)           acc + w * x (x broadcast)
 //   store(float*, Rows)
@@ -17,6 +18,14 @@
 #include "backend/cpu/panel_format.hpp"
 
 namespace qmoe::cpu {
+
+// What a code byte of a panel holds (PanelFormat's bits and e2m1).
+enum class Codes { uint4, uint8, e2m1 };
+template <Codes C>
+inline constexpr int kCodeBits = C == Codes::uint8 ? 8 : 4;
+// The zero of symmetric codes: 2^(bits - 1) for unsigned integers, 0 for e2m1 (signed floats).
+template <Codes C>
+inline constexpr float kImplicitZero = C == Codes::e2m1 ? 0.0f : float(1 << (kCodeBits<C> - 1));
 
 // Software prefetch distance along a panel stream: one line per 64 bytes of codes, this far
 // ahead. Panels are short (13-70 KB) and each thread reads one stream, so the hardware
@@ -39,25 +48,29 @@ inline constexpr int kChains = Tokens == 1   ? 4
 // that keeps the partial sums of up to kMaxTokens tokens in registers. They live in a local
 // array until the end: codes are bytes, which may alias anything, so sums kept in the caller's
 // array would be stored back after every step.
-template <class Simd, int Bits, int Tokens>
+template <class Simd, Codes C, int Tokens>
 [[gnu::always_inline]] inline void half_group_sums(
     const uint8_t* codes, int half, int64_t G, const float* const* x,
     typename Simd::Rows (&out)[Tokens][kChains<Tokens>]) {
-  constexpr int C = kChains<Tokens>;
+  constexpr int kC = kChains<Tokens>;
   constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (int4) or k (int8)
-  typename Simd::Rows part[Tokens][C];
+  typename Simd::Rows part[Tokens][kC];
   for (int t = 0; t < Tokens; ++t)
-    for (int c = 0; c < C; ++c) part[t][c] = Simd::zero();
+    for (int c = 0; c < kC; ++c) part[t][c] = Simd::zero();
   const uint8_t* at = codes + half * kHalfRows;
-  if constexpr (Bits == 4) {
+  if constexpr (C != Codes::uint8) {
     // k-pair j feeds chains (2j) % C and (2j + 1) % C: its low nibbles are k = 2j.
     auto pair = [&](int64_t j, int chain) {
       if (half == 0 && j % 2 == 0) Simd::prefetch(codes + j * kStep + kPrefetchBytes);
       typename Simd::Rows lo, hi;
-      Simd::codes4(at + j * kStep, lo, hi);
+      if constexpr (C == Codes::e2m1) {
+        Simd::e2m1_codes4(at + j * kStep, lo, hi);
+      } else {
+        Simd::codes4(at + j * kStep, lo, hi);
+      }
       for (int t = 0; t < Tokens; ++t) {
-        part[t][chain % C] = Simd::fma(lo, x[t][2 * j], part[t][chain % C]);
-        part[t][(chain + 1) % C] = Simd::fma(hi, x[t][2 * j + 1], part[t][(chain + 1) % C]);
+        part[t][chain % kC] = Simd::fma(lo, x[t][2 * j], part[t][chain % kC]);
+        part[t][(chain + 1) % kC] = Simd::fma(hi, x[t][2 * j + 1], part[t][(chain + 1) % kC]);
       }
     };
     int64_t j = 0;
@@ -71,7 +84,7 @@ template <class Simd, int Bits, int Tokens>
       if (half == 0 && k % 2 == 0) Simd::prefetch(codes + k * kStep + kPrefetchBytes);
       const typename Simd::Rows w = Simd::codes8(at + k * kStep);
       for (int t = 0; t < Tokens; ++t)
-        part[t][chain % C] = Simd::fma(w, x[t][k], part[t][chain % C]);
+        part[t][chain % kC] = Simd::fma(w, x[t][k], part[t][chain % kC]);
     };
     int64_t k = 0;
     for (; k + 4 <= G; k += 4) {
@@ -83,17 +96,17 @@ template <class Simd, int Bits, int Tokens>
     for (; k < G; ++k) step(k, 0);
   }
   for (int t = 0; t < Tokens; ++t)
-    for (int c = 0; c < C; ++c) out[t][c] = part[t][c];
+    for (int c = 0; c < kC; ++c) out[t][c] = part[t][c];
 }
 
-template <class Simd, int Bits, bool ZeroPoints, int Tokens>
+template <class Simd, Codes C, bool ZeroPoints, int Tokens>
 void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   using Rows = typename Simd::Rows;
-  constexpr int C = kChains<Tokens>;
+  constexpr int kC = kChains<Tokens>;
   constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
   const int64_t G = f.group_k;
-  const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
-  const Rows implicit_zero = Simd::splat(static_cast<float>(1 << (Bits - 1)));
+  const int64_t group_bytes = kHeader + G * kTileRows * kCodeBits<C> / 8;
+  const Rows implicit_zero = Simd::splat(kImplicitZero<C>);
 
   for (int t = 0; t < Tokens; ++t)
     for (int half = 0; half < 2; ++half)
@@ -104,14 +117,14 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
     const float* x[Tokens];
     for (int t = 0; t < Tokens; ++t) x[t] = tile.x[t] + g * G;
     for (int half = 0; half < 2; ++half) {
-      Rows part[Tokens][C];
-      half_group_sums<Simd, Bits, Tokens>(head + kHeader, half, G, x, part);
+      Rows part[Tokens][kC];
+      half_group_sums<Simd, C, Tokens>(head + kHeader, half, G, x, part);
       const Rows s = Simd::load(reinterpret_cast<const float*>(head) + half * kHalfRows);
       const Rows z =
           ZeroPoints ? Simd::load_u8(head + kTileRows * 4 + half * kHalfRows) : implicit_zero;
       for (int t = 0; t < Tokens; ++t) {
         Rows sum = part[t][0];
-        for (int c = 1; c < C; ++c) sum = Simd::add(sum, part[t][c]);
+        for (int c = 1; c < kC; ++c) sum = Simd::add(sum, part[t][c]);
         sum = Simd::mul_add(z, Simd::splat(-tile.group_sum[t][g]), sum);
         float* out = tile.out + t * kTileRows + half * kHalfRows;
         Simd::store(out, Simd::mul_add(s, sum, Simd::load(out)));
@@ -120,23 +133,24 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   }
 }
 
-template <class Simd, int Bits, bool ZeroPoints, int Tokens = 1>
+template <class Simd, Codes C, bool ZeroPoints, int Tokens = 1>
 void panel_tile_for_tokens(const PanelFormat& f, const PanelTile& tile) {
   if constexpr (Tokens < Simd::kMaxTokens) {
     if (tile.tokens > Tokens)
-      return panel_tile_for_tokens<Simd, Bits, ZeroPoints, Tokens + 1>(f, tile);
+      return panel_tile_for_tokens<Simd, C, ZeroPoints, Tokens + 1>(f, tile);
   }
-  panel_tile<Simd, Bits, ZeroPoints, Tokens>(f, tile);
+  panel_tile<Simd, C, ZeroPoints, Tokens>(f, tile);
 }
 
 template <class Simd>
 void run_panel_tile(const PanelFormat& f, const PanelTile& tile) {
+  if (f.e2m1) return panel_tile_for_tokens<Simd, Codes::e2m1, false>(f, tile);
   if (f.bits == 4) {
-    if (f.zero_points) return panel_tile_for_tokens<Simd, 4, true>(f, tile);
-    return panel_tile_for_tokens<Simd, 4, false>(f, tile);
+    if (f.zero_points) return panel_tile_for_tokens<Simd, Codes::uint4, true>(f, tile);
+    return panel_tile_for_tokens<Simd, Codes::uint4, false>(f, tile);
   }
-  if (f.zero_points) return panel_tile_for_tokens<Simd, 8, true>(f, tile);
-  panel_tile_for_tokens<Simd, 8, false>(f, tile);
+  if (f.zero_points) return panel_tile_for_tokens<Simd, Codes::uint8, true>(f, tile);
+  panel_tile_for_tokens<Simd, Codes::uint8, false>(f, tile);
 }
 
 }  // namespace qmoe::cpu
