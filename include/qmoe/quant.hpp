@@ -20,6 +20,12 @@ enum class ZeroPoint : uint8_t {
   explicit_  // an unsigned zero per (expert, row, group)
 };
 
+// What happens to the activations entering a GEMM with this weight.
+enum class ActivationQuant : uint8_t {
+  none,   // they stay in the hidden dtype (weight-only, WnA16)
+  mxfp4,  // W4A4: quantized on the fly to MXFP4, one e8m0 scale per 32 values along K
+};
+
 inline constexpr int kChannelwise = -1;
 
 struct QuantScheme {
@@ -29,6 +35,7 @@ struct QuantScheme {
   int group_size = 128;                   // kChannelwise, or any divisor of K
   bool act_order = false;                 // g_idx present: input channel k uses group g_idx[k]
   DType source_scale_dtype = DType::f16;  // what the checkpoint stored (scales are f32 here)
+  ActivationQuant activation_quant = ActivationQuant::none;  // mxfp4: only with mxfp4 weights
 
   bool has_zero_points() const { return zero_point == ZeroPoint::explicit_; }
   int64_t group_size_for(int64_t K) const { return group_size == kChannelwise ? K : group_size; }
@@ -40,7 +47,8 @@ struct QuantScheme {
 
 // Throws Error unless bits/group size/kind are a combination qmoe can represent.
 void validate(const QuantScheme& scheme);
-std::string to_string(const QuantScheme& scheme);  // e.g. "int4 g128 asym act-order"
+// e.g. "int4 g128 asym act-order", "mxfp4", "mxfp4 w4a4" (MXFP4 activations too)
+std::string to_string(const QuantScheme& scheme);
 
 // One stacked expert weight, logically [E, N, K] (N = output features, K = input features).
 //   codes   u8  [E, N, K/2] for 4-bit (low nibble = even k), [E, N, K] for 8-bit

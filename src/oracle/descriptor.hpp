@@ -33,6 +33,7 @@ struct BackendDescriptor {
   // Weights (checked for w13 and w2 separately)
   std::vector<int> int_bits;  // integer widths supported (empty: no integer weights)
   bool mxfp4 = false;
+  bool mxfp4_activations = false;        // W4A4: activations quantized to MXFP4 before each GEMM
   bool zero_points = false;              // asymmetric (explicit zero points)
   std::vector<int> group_sizes;          // kChannelwise, kAnyGroupDividingK, or exact sizes
   int group_multiple = 1;                // with kAnyGroupDividingK: groups must be multiples

@@ -57,8 +57,10 @@ std::string no_backend_message(const std::vector<Evaluated>& all, const LayerDes
     reasons += fmt::format("\n  {}: {}", e.backend->name, *e.reason);
   }
   const std::string way_out =
-      opt_in ? fmt::format("\nThe slow reference runs it: ask for backend '{}' explicitly.",
-                           opt_in->name)
+      opt_in ? fmt::format(
+                   "\nThe slow reference runs it: ask for backend '{}' explicitly (--backend {} "
+                   "on the command line).",
+                   opt_in->name, opt_in->name)
              : std::string("\nChange the layer or the device as the reasons above say.");
   return fmt::format("no backend can run this layer ({}) on {}:{}{}", layer.to_string(),
                      device.to_string(), reasons, way_out);

@@ -2,8 +2,11 @@
 // MXFP4: e2m1 elements (1 sign, 2 exponent, 1 mantissa bit) with one e8m0 scale per 32 values.
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 namespace qmoe {
+
+inline constexpr int kMxBlock = 32;  // values sharing one e8m0 scale
 
 // Magnitudes of the 8 non-negative e2m1 codes; bit 3 is the sign.
 inline float e2m1_to_float(int code) {
@@ -12,12 +15,22 @@ inline float e2m1_to_float(int code) {
   return (code & 8) ? -m : m;
 }
 
-// e8m0: value 2^(s - 127); 0xff is NaN.
+// e8m0: value 2^(s - 127); 0xff is NaN. Canonical weights never hold the NaN code
+// (QuantizedWeight::validate refuses it), so every weight scale a backend sees is finite.
+inline constexpr uint8_t kE8m0Nan = 0xff;
+// The valid scales, for the messages that refuse kE8m0Nan.
+inline constexpr const char* kE8m0Valid = "valid: 0x00..0xfe, the powers of two 2^-127..2^127";
+
 inline float e8m0_to_float(uint8_t s) {
-  return s == 0xff ? NAN : std::ldexp(1.0f, static_cast<int>(s) - 127);
+  return s == kE8m0Nan ? NAN : std::ldexp(1.0f, static_cast<int>(s) - 127);
 }
 
-// Nearest e2m1 code to x (ties to the even code), saturating at +-6.
-int float_to_e2m1(float x);
+// Nearest e2m1 code to x (ties to the even code), saturating at +-6. Exact for float and double.
+int float_to_e2m1(double x);
+
+// Quantizes activations to MXFP4 and back, in place, block by block of 32 consecutive values (the
+// K axis of the GEMM they enter): what a W4A4 GEMM sees. values.size() must be a multiple of 32.
+template <class T>
+void mxfp4_quantize_dequantize(std::span<T> values);
 
 }  // namespace qmoe

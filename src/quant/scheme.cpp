@@ -6,6 +6,10 @@
 namespace qmoe {
 
 void validate(const QuantScheme& s) {
+  check(s.activation_quant == ActivationQuant::none || s.kind == WeightKind::mxfp4,
+        "MXFP4 activations (w4a4) go with mxfp4 weights only (OCP MX W4A4), got {} weights; "
+        "valid: mxfp4 weights with or without MXFP4 activations, other weights without",
+        to_string(s));
   if (s.kind == WeightKind::mxfp4) {
     check(s.bits == 4 && s.group_size == 32 && !s.has_zero_points() && !s.act_order,
           "mxfp4 weights are 4-bit e2m1 with one e8m0 scale per 32 values, no zero points and no "
@@ -21,7 +25,8 @@ void validate(const QuantScheme& s) {
 }
 
 std::string to_string(const QuantScheme& s) {
-  if (s.kind == WeightKind::mxfp4) return "mxfp4";
+  if (s.kind == WeightKind::mxfp4)
+    return s.activation_quant == ActivationQuant::mxfp4 ? "mxfp4 w4a4" : "mxfp4";
   std::string text = fmt::format("int{} ", s.bits);
   text +=
       s.group_size == kChannelwise ? std::string("channelwise") : fmt::format("g{}", s.group_size);

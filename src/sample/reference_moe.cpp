@@ -76,6 +76,32 @@ std::vector<double> apply(const DecodedExpert& d, const std::vector<double>& x, 
   return y;
 }
 
+// W4A4's input quantization per the OCP MX v1.0 specification (section 6.3), written apart from
+// the code under test: per block of 32 along K the scale is 2^(floor(log2 max|x|) - 2) (2: the
+// exponent of e2m1's largest value, 6 = 1.5 * 2^2), at least 2^-127 (e8m0's smallest); each
+// element becomes the e2m1 value nearest to x / scale, rounding halfway cases to an even multiple
+// of e2m1's spacing there (ties to even), at most 6 in magnitude. A non-finite block is NaN.
+void mx_quantize_input(const QuantScheme& s, std::vector<double>& x) {
+  if (s.activation_quant != ActivationQuant::mxfp4) return;
+  for (size_t block = 0; block < x.size(); block += 32) {
+    const auto begin = x.begin() + static_cast<ptrdiff_t>(block), end = begin + 32;
+    if (!std::all_of(begin, end, [](double v) { return std::isfinite(v); })) {
+      std::fill(begin, end, NAN);
+      continue;
+    }
+    double amax = 0.0;
+    for (auto it = begin; it != end; ++it) amax = std::max(amax, std::fabs(*it));
+    if (amax == 0.0) continue;
+    const double scale = std::ldexp(1.0, std::max(std::ilogb(amax) - 2, -127));
+    for (auto it = begin; it != end; ++it) {
+      const double v = std::fabs(*it) / scale;
+      // e2m1's values are 0, 0.5, 1, 1.5, 2, 3, 4, 6: spacing 0.5 below 2, 1 below 4, 2 above.
+      const double spacing = v < 2.0 ? 0.5 : v < 4.0 ? 1.0 : 2.0;
+      *it = std::copysign(std::min(6.0, spacing * std::nearbyint(v / spacing)) * scale, *it);
+    }
+  }
+}
+
 }  // namespace
 
 double reference_weight(const QuantizedWeight& w, int64_t e, int64_t n, int64_t k) {
@@ -176,9 +202,11 @@ Buffer reference_forward(const MoEConfig& c, const QuantizedExperts& experts, co
           x[i] = load_as_double(hidden.data(), hidden.dtype(), m * H + i);
           if (c.apply_router_weight_on_input) x[i] *= weight;
         }
+        mx_quantize_input(experts.w13().scheme, x);
         const std::vector<double> h = apply(decoded->first, x, gemm1_rows);
         std::vector<double> a(I);
         for (int64_t i = 0; i < I; ++i) a[i] = activate(c, h, I, i);
+        mx_quantize_input(experts.w2().scheme, a);
         const std::vector<double> y = apply(decoded->second, a, H);
         const double scale = c.apply_router_weight_on_input ? 1.0 : weight;
         for (int64_t i = 0; i < H; ++i) sums[m * H + i] += scale * y[i];

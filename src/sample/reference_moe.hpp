@@ -2,8 +2,9 @@
 // The truth of every backend test: a float64 forward of a whole MoE layer written from the
 // definitions (the canonical representation in qmoe/quant.hpp, docs/architecture.md), sharing no
 // code with what it checks: its own decode of codes/scales/zeros/g_idx (not
-// QuantizedWeight::dequant), its own routing (not route_topk) and its own activations (not
-// src/act). Slow and plain on purpose.
+// QuantizedWeight::dequant), its own routing (not route_topk), its own activations (not
+// src/act) and its own MXFP4 quantizer of W4A4 GEMM inputs (not src/quant). Slow and plain on
+// purpose.
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +29,8 @@ ReferenceRouting reference_route(const RoutingConfig& config, const float* logit
                                  int64_t E);
 
 // f64 [M, H]: sum over each token's slots of weight * (W2 act(W13 x + b13) + b2), hidden of any
-// float dtype. An id outside 0..E-1 throws: the reference has no answer for it.
+// float dtype; with W4A4 schemes x and act(...) are first quantized to MXFP4 and back. An id
+// outside 0..E-1 throws: the reference has no answer for it.
 Buffer reference_forward(const MoEConfig& config, const QuantizedExperts& experts,
                          const Buffer& hidden, const ReferenceRouting& routing);
 

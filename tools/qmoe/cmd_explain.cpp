@@ -33,7 +33,7 @@ struct ExplainOptions {
   // A layer described by flags instead of a checkpoint.
   int bits = 4;
   int group = 128;
-  bool zero_points = false, act_order = false, bias = false, mxfp4 = false;
+  bool zero_points = false, act_order = false, bias = false, mxfp4 = false, w4a4 = false;
   int64_t experts = 0, hidden = 0, intermediate = 0;
   int top_k = 2;
   std::string activation = "silu";
@@ -61,7 +61,8 @@ LayerDesc described_layer(const ExplainOptions& o) {
                      .zero_point = o.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
                      .group_size = o.group,
                      .act_order = o.act_order};
-  if (o.mxfp4) scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  if (o.mxfp4 || o.w4a4) scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  if (o.w4a4) scheme.activation_quant = ActivationQuant::mxfp4;
   MoEConfig config;
   config.num_experts = o.experts;
   config.hidden = o.hidden;
@@ -259,6 +260,9 @@ void add_explain(CLI::App& root) {
   cmd->add_flag("--act-order", o->act_order, "Layer by flags: act-order (g_idx)");
   cmd->add_flag("--bias", o->bias, "Layer by flags: expert bias on w13 and w2");
   cmd->add_flag("--mxfp4", o->mxfp4, "Layer by flags: MXFP4 weights (ignores bits/group/zp)");
+  cmd->add_flag("--w4a4", o->w4a4,
+                "Layer by flags: MXFP4 weights and MXFP4 activations (OCP MX W4A4; implies "
+                "--mxfp4)");
   cmd->add_option("--experts", o->experts, "Layer by flags: number of experts");
   cmd->add_option("--hidden", o->hidden, "Layer by flags: hidden size H");
   cmd->add_option("--intermediate", o->intermediate, "Layer by flags: intermediate size I");

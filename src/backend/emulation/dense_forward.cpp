@@ -4,6 +4,7 @@
 
 #include "act/activation.hpp"
 #include "core/convert.hpp"
+#include "quant/mxfp4.hpp"
 
 namespace qmoe {
 
@@ -29,6 +30,11 @@ void matvec(const float* W, const float* b, const Acc* x, int64_t N, int64_t K, 
   }
 }
 
+template <class Acc>
+void quantize_input(ActivationQuant q, std::vector<Acc>& x) {
+  if (q == ActivationQuant::mxfp4) mxfp4_quantize_dequantize(std::span<Acc>(x));
+}
+
 }  // namespace
 
 DequantizedExperts dequantize(const QuantizedExperts& experts) {
@@ -41,6 +47,8 @@ DequantizedExperts dequantize(const QuantizedExperts& experts) {
   d.w2 = dequantize_weight(experts.w2());
   if (experts.w13().has_bias()) d.b13 = experts.w13().bias.clone();
   if (experts.w2().has_bias()) d.b2 = experts.w2().bias.clone();
+  d.w13_input = experts.w13().scheme.activation_quant;
+  d.w2_input = experts.w2().scheme.activation_quant;
   return d;
 }
 
@@ -62,10 +70,12 @@ void dense_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
         x[c] = Acc(load_as_double(batch.hidden.data(), batch.hidden.dtype(), m * H + c));
         if (config.apply_router_weight_on_input) x[c] *= weight;
       }
+      quantize_input(w.w13_input, x);
       matvec(w.w13.data_as<float>() + e * w.w13_rows * H,
              w.b13.empty() ? nullptr : w.b13.data_as<float>() + e * w.w13_rows, x.data(),
              w.w13_rows, H, h.data());
       apply_activation(config.activation, config.activation_params, h.data(), 1, I, a.data());
+      quantize_input(w.w2_input, a);
       matvec(w.w2.data_as<float>() + e * H * I,
              w.b2.empty() ? nullptr : w.b2.data_as<float>() + e * H, a.data(), H, I, y.data());
       const Acc scale = config.apply_router_weight_on_input ? Acc(1) : weight;

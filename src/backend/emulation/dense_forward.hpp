@@ -11,6 +11,9 @@ struct DequantizedExperts {
   Buffer b13;  // f32 [E, w13_rows] or empty
   Buffer w2;   // f32 [E, H, I]
   Buffer b2;   // f32 [E, H] or empty
+  // W4A4: the activations entering GEMM1 / GEMM2 are quantized first (the weights' schemes).
+  ActivationQuant w13_input = ActivationQuant::none;
+  ActivationQuant w2_input = ActivationQuant::none;
 };
 
 DequantizedExperts dequantize(const QuantizedExperts& experts);

@@ -14,6 +14,7 @@ const BackendDescriptor& emulation_descriptor() {
     b.device = DeviceKind::cpu;
     b.int_bits = {4, 8};
     b.mxfp4 = true;
+    b.mxfp4_activations = true;
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.act_order = true;
