@@ -18,6 +18,7 @@
 #include "format/adapter.hpp"
 #include "format/quant_method.hpp"
 #include "format/tensor_read.hpp"
+#include "quant/mxfp4.hpp"
 
 namespace qmoe::format {
 
@@ -34,6 +35,21 @@ int64_t stored_row(int64_t r, int64_t rows, bool interleaved) {
   if (!interleaved) return r;
   const int64_t half = rows / 2;
   return r < half ? 2 * r : 2 * (r - half) + 1;
+}
+
+// Refuses the e8m0 NaN code in stored row `row` of expert e, naming the checkpoint's tensor and
+// block (the canonical form refuses it too, but knows only its own, de-interleaved rows).
+void refuse_nan_scales(const TensorInfo& scales, int64_t e, int64_t row, int64_t rows,
+                       bool interleaved) {
+  const int64_t blocks = scales.shape.back();
+  const auto* s = reinterpret_cast<const uint8_t*>(scales.bytes.data()) + (e * rows + row) * blocks;
+  for (int64_t c = 0; c < blocks; ++c) {
+    if (s[c] != kE8m0Nan) continue;
+    const std::string channel =
+        interleaved ? fmt::format(" ({} channel {})", row % 2 == 0 ? "gate" : "up", row / 2) : "";
+    fail("{} ({}): expert {}, row {}{}, block {} (k {}..{}) is 0xff, the e8m0 NaN ({})",
+         scales.name, scales.describe(), e, row, channel, c, 32 * c, 32 * c + 31, kE8m0Valid);
+  }
 }
 
 QuantizedWeight read_weight(const TensorStore& store, const std::string& name, int64_t E, int64_t N,
@@ -57,7 +73,9 @@ QuantizedWeight read_weight(const TensorStore& store, const std::string& name, i
   w.scales = Buffer(DType::u8, {E, N, K / 32});
   for (int64_t e = 0; e < E; ++e) {
     for (int64_t r = 0; r < N; ++r) {
-      const int64_t from = e * N + stored_row(r, N, interleaved), to = e * N + r;
+      const int64_t stored = stored_row(r, N, interleaved);
+      refuse_nan_scales(scales, e, stored, N, interleaved);
+      const int64_t from = e * N + stored, to = e * N + r;
       std::memcpy(w.codes.data_as<uint8_t>() + to * (K / 2), blocks->bytes.data() + from * (K / 2),
                   static_cast<size_t>(K / 2));
       std::memcpy(w.scales.data_as<uint8_t>() + to * (K / 32),

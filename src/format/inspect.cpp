@@ -24,11 +24,7 @@ WeightStats stats(const QuantizedWeight& w) {
     const std::span<const float> f = w.scales.span<float>();
     scales.assign(f.begin(), f.end());
   }
-  for (float v : scales) {
-    if (!std::isfinite(v)) {
-      ++s.nonfinite_scales;
-      continue;
-    }
+  for (float v : scales) {  // all finite: QuantizedWeight::validate refused the others
     if (v == 0.0f) ++s.zero_scales;
     const float a = std::fabs(v);
     s.min_abs_scale = first ? a : std::min(s.min_abs_scale, a);
@@ -48,11 +44,6 @@ std::string without_layer_prefix(const std::string& message, int layer) {
 }
 
 void add_weight_findings(CheckpointReport& r, int layer, const char* what, const WeightStats& s) {
-  if (s.nonfinite_scales > 0) {
-    r.findings.push_back(
-        fmt::format("layer {} {}: {} NaN/Inf scale(s)", layer, what, s.nonfinite_scales));
-    ++r.problems;
-  }
   if (s.nonfinite_bias > 0) {
     r.findings.push_back(
         fmt::format("layer {} {}: {} NaN/Inf bias value(s)", layer, what, s.nonfinite_bias));
@@ -90,7 +81,6 @@ void add_zero_overflow_finding(CheckpointReport& r, int layer,
 nlohmann::ordered_json to_json(const WeightStats& s) {
   return {{"shape", s.shape},
           {"zero_scales", s.zero_scales},
-          {"nonfinite_scales", s.nonfinite_scales},
           {"nonfinite_bias", s.nonfinite_bias},
           {"min_abs_scale", s.min_abs_scale},
           {"max_abs_scale", s.max_abs_scale}};

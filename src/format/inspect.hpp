@@ -12,12 +12,12 @@
 
 namespace qmoe::format {
 
+// Of a layer that loaded, so every scale is finite (QuantizedWeight::validate refuses NaN / Inf).
 struct WeightStats {
-  std::vector<int64_t> shape;    // [E, N, K]
-  int64_t zero_scales = 0;       // a zero scale silences its whole group
-  int64_t nonfinite_scales = 0;  // NaN / Inf (MXFP4: the e8m0 NaN code 0xFF)
+  std::vector<int64_t> shape;  // [E, N, K]
+  int64_t zero_scales = 0;     // a zero scale silences its whole group
   int64_t nonfinite_bias = 0;
-  float min_abs_scale = 0, max_abs_scale = 0;  // over the finite scales
+  float min_abs_scale = 0, max_abs_scale = 0;
 };
 
 struct LayerReport {
@@ -37,8 +37,9 @@ struct CheckpointReport {
   std::vector<LayerReport> layers;
   std::vector<std::string> findings;  // one line per suspicious thing, layer by layer
   // How many findings make the checkpoint unusable as it is: layers that do not load or are
-  // missing, NaN / Inf scales or biases. (Zero scales and overflowed GPTQ zero points are
-  // findings, but not problems: the layer runs; OpenOptions::strict_zeros refuses the latter.)
+  // missing (a NaN / Inf scale among them), NaN / Inf biases. (Zero scales and overflowed GPTQ zero
+  // points are findings, but not problems: the layer runs; OpenOptions::strict_zeros refuses the
+  // latter.)
   int64_t problems = 0;
 };
 

@@ -64,14 +64,21 @@ void QuantizedWeight::validate(const std::string& what) const {
         what, K);
   const int64_t groups = scale_K / G;
   check_shape(codes, what + ".codes", DType::u8, {E, N, code_bytes_per_row()});
+  const auto scale_at = [&](int64_t i) {
+    return fmt::format("{}.scales: element {} (expert {}, row {}, group {})", what, i,
+                       i / (N * groups), i / groups % N, i % groups);
+  };
   if (scheme.kind == WeightKind::mxfp4) {
     check_shape(scales, what + ".scales", DType::u8, {E, N, groups});
+    const uint8_t* s = scales.data_as<uint8_t>();
+    for (int64_t i = 0; i < scales.numel(); ++i) {
+      if (s[i] == kE8m0Nan) fail("{} is 0xff, the e8m0 NaN ({})", scale_at(i), kE8m0Valid);
+    }
   } else {
     check_shape(scales, what + ".scales", DType::f32, {E, N, groups});
     const float* s = scales.data_as<float>();
     for (int64_t i = 0; i < scales.numel(); ++i) {
-      check(std::isfinite(s[i]), "{}.scales: element {} (expert {}, row {}, group {}) is {}", what,
-            i, i / (N * groups), i / groups % N, i % groups, s[i]);
+      if (!std::isfinite(s[i])) fail("{} is {} (valid: a finite scale)", scale_at(i), s[i]);
     }
   }
   if (scheme.has_zero_points()) {

@@ -85,6 +85,18 @@ TEST(QuantizedWeight, RefusesBrokenInvariantsWithSpecificMessages) {
   expect_invalid(w, "w13.scales: element 3 (expert 0, row 1, group 1) is nan");
 
   w = tiny_int4();
+  w.scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  w.K = 64;
+  w.codes = Buffer(DType::u8, {1, 2, 32});
+  w.scales = Buffer(DType::u8, {1, 2, 2});
+  w.scales.data_as<uint8_t>()[0] = 0xfe;  // 2^127, the largest e8m0 scale
+  EXPECT_NO_THROW(w.validate("w13"));
+  w.scales.data_as<uint8_t>()[3] = 0xff;
+  expect_invalid(w,
+                 "w13.scales: element 3 (expert 0, row 1, group 1) is 0xff, the e8m0 NaN (valid: "
+                 "0x00..0xfe, the powers of two 2^-127..2^127)");
+
+  w = tiny_int4();
   w.zeros = Buffer(DType::u8, {1, 2, 2});
   expect_invalid(w, "zero points given but the scheme (int4 g2 sym) is symmetric");
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <vector>
 
 #include "format/safetensors_writer.hpp"
@@ -23,8 +24,11 @@ void write_config(const std::filesystem::path& dir) {
 }
 
 // Stored gate_up rows: row 0 (gate 0) = bytes 0xA2 with scale 127, row 1 (up 0) = 0x22 with
-// scale 128, row 2 (gate 1) = 0x3F with scale 126; the rest 0 with scale 127.
-void write_tensors(const std::filesystem::path& dir) {
+// scale 128, row 2 (gate 1) = 0x3F with scale 126; the rest 0 with scale 127. `edit_scales`, when
+// given, changes the gate_up and down scales before they are written.
+void write_tensors(
+    const std::filesystem::path& dir,
+    const std::function<void(std::vector<uint8_t>&, std::vector<uint8_t>&)>& edit_scales = {}) {
   std::vector<uint8_t> gate_up(2 * I * 16, 0), gate_up_scales(2 * I, 127);
   std::fill_n(gate_up.begin(), 16, uint8_t{0xA2});
   std::fill_n(gate_up.begin() + 16, 16, uint8_t{0x22});
@@ -32,6 +36,7 @@ void write_tensors(const std::filesystem::path& dir) {
   gate_up_scales[1] = 128;
   gate_up_scales[2] = 126;
   std::vector<uint8_t> down(H * 16, 0x11), down_scales(H, 127);
+  if (edit_scales) edit_scales(gate_up_scales, down_scales);
   SafetensorsWriter w;
   w.add<uint8_t>("model.layers.0.mlp.experts.gate_up_proj_blocks", StDType::u8, {1, 2 * I, 1, 16},
                  gate_up);
@@ -66,6 +71,24 @@ TEST(GoldenGptOss, NibblesScalesAndGateUpInterleave) {
   EXPECT_EQ(w13.dequant(0, 1, 1), 0.75f);
   // 0x11 = +0.5, +0.5 in every down row.
   EXPECT_EQ(x.w2().dequant(0, 5, 7), 0.5f);
+}
+
+// e8m0 0xff is NaN: refused at load, naming the checkpoint's tensor, its stored row and the block.
+TEST(GoldenGptOss, NanScaleIsRefusedWithTheTensorRowAndBlock) {
+  test::ScratchDir dir("gptoss");
+  write_config(dir.path());
+  write_tensors(dir.path(),
+                [](std::vector<uint8_t>&, std::vector<uint8_t>& down) { down[5] = 0xff; });
+  test::expect_error([&] { Checkpoint::open(dir.path()).load_layer(0); },
+                     "model.layers.0.mlp.experts.down_proj_scales (U8[1, 32, 1] in "
+                     "model.safetensors): expert 0, row 5, block 0 (k 0..31) is 0xff, the e8m0 NaN "
+                     "(valid: 0x00..0xfe");
+  write_tensors(dir.path(), [](std::vector<uint8_t>& gate_up, std::vector<uint8_t>&) {
+    gate_up[6] = 0xff;  // stored row 6: gate channel 3
+  });
+  test::expect_error([&] { Checkpoint::open(dir.path()).load_layer(0); },
+                     "gate_up_proj_scales (U8[1, 64, 1] in model.safetensors): expert 0, row 6 "
+                     "(gate channel 3), block 0 (k 0..31) is 0xff");
 }
 
 TEST(GoldenGptOss, QuantizedRouterAndUnquantizedExpertsAreRefused) {
