@@ -95,10 +95,7 @@ TEST_P(LibraryFixtureTest, ReadsAsTheLibraryWroteIt) {
   EXPECT_EQ(ckpt.scheme(), f.scheme) << to_string(ckpt.scheme());
   ASSERT_EQ(ckpt.moe_layers(), std::vector<int>{0});
   const QuantizedExperts experts = ckpt.load_layer(0);
-  ASSERT_EQ(experts.num_experts(), f.experts);
-  ASSERT_EQ(experts.hidden(), f.hidden);
-  ASSERT_EQ(experts.intermediate(), f.intermediate);
-  ASSERT_TRUE(experts.gated());
+  ASSERT_NO_FATAL_FAILURE(test::expect_gated_layer(experts, f.experts, f.hidden, f.intermediate));
   EXPECT_EQ(experts.w13().has_bias(), f.bias);
   EXPECT_EQ(experts.w2().has_bias(), f.bias);
 

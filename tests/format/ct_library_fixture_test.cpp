@@ -42,10 +42,7 @@ TEST(CtLibraryFixtures, DequantizeExactlyAsTheLibraryDoes) {
     ASSERT_EQ(ckpt.moe_layers(), std::vector<int>{0});
 
     const QuantizedExperts experts = ckpt.load_layer(0);
-    ASSERT_EQ(experts.num_experts(), kExperts);
-    ASSERT_EQ(experts.hidden(), kHidden);
-    ASSERT_EQ(experts.intermediate(), kIntermediate);
-    ASSERT_TRUE(experts.gated());
+    ASSERT_NO_FATAL_FAILURE(test::expect_gated_layer(experts, kExperts, kHidden, kIntermediate));
 
     test::expect_layer_matches_library(experts, TensorStore::open(dir / "reference"));
 

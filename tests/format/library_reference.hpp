@@ -3,7 +3,9 @@
 // qmoe's dequantized weights against the library's own decoding, stored beside the checkpoint.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "format/safetensors.hpp"
 #include "format/tensor_read.hpp"
@@ -11,28 +13,49 @@
 
 namespace qmoe::test {
 
-// Compares rows [row0, row0 + N) of `w` for expert e with the library's [N, K] float32 weight.
-// Exact equality: the libraries decode (q - z) * s with s widened from its 16-bit storage, and that
-// product of a small integer and a 16-bit float is exact in float32, as it is in dequant().
-inline void expect_matches_library(const QuantizedWeight& w, int64_t e, int64_t row0,
-                                   const format::TensorInfo& reference) {
-  SCOPED_TRACE(reference.name);
-  const int64_t N = reference.shape.at(0), K = reference.shape.at(1);
-  ASSERT_EQ(K, w.K);
-  const format::Matrix<float> expected = format::read_floats(reference, N, K);
+// A library fixture's layer is gated, with E experts, hidden size H and intermediate size I (call
+// through ASSERT_NO_FATAL_FAILURE: the comparisons below index by these).
+inline void expect_gated_layer(const QuantizedExperts& x, int64_t E, int64_t H, int64_t I) {
+  ASSERT_EQ(x.num_experts(), E);
+  ASSERT_EQ(x.hidden(), H);
+  ASSERT_EQ(x.intermediate(), I);
+  ASSERT_TRUE(x.gated());
+}
+
+// Compares, for expert e, canonical row rows[n] of `w` with row first + n of `expected` (the
+// library's float32 decoding, K = w.K columns). Exact equality: the
+// libraries decode (q - z) * s with s widened from its 16-bit storage, or an e2m1 value times a
+// power of two, and either product is exact in float32, as it is in dequant().
+inline void expect_rows_match_library(const QuantizedWeight& w, int64_t e,
+                                      const std::vector<int64_t>& rows,
+                                      const format::Matrix<float>& expected, int64_t first = 0) {
+  const int64_t N = static_cast<int64_t>(rows.size()), K = w.K;
+  ASSERT_EQ(expected.cols, K);
+  ASSERT_LE(first + N, expected.rows);
   int64_t mismatches = 0, nonzero = 0;
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t k = 0; k < K; ++k) {
-      const float want = expected.at(n, k);
-      const float got = w.dequant(e, row0 + n, k);
+      const float want = expected.at(first + n, k);
+      const float got = w.dequant(e, rows[static_cast<size_t>(n)], k);
       nonzero += want != 0.0f;
       if (got != want && mismatches++ < 5) {
-        ADD_FAILURE() << "(" << n << ", " << k << "): qmoe " << got << ", library " << want;
+        ADD_FAILURE() << "expert " << e << " (" << n << ", " << k << "), qmoe row "
+                      << rows[static_cast<size_t>(n)] << ": qmoe " << got << ", library " << want;
       }
     }
   }
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(nonzero, N * K / 2) << "the reference should be random weights, not mostly zeros";
+}
+
+// Compares rows [row0, row0 + N) of `w` for expert e with the library's [N, K] float32 weight.
+inline void expect_matches_library(const QuantizedWeight& w, int64_t e, int64_t row0,
+                                   const format::TensorInfo& reference) {
+  SCOPED_TRACE(reference.name);
+  const int64_t N = reference.shape.at(0), K = reference.shape.at(1);
+  std::vector<int64_t> rows(static_cast<size_t>(N));
+  std::iota(rows.begin(), rows.end(), row0);
+  expect_rows_match_library(w, e, rows, format::read_floats(reference, N, K));
 }
 
 // Every expert's gate, up and down projection of a Qwen-MoE layer 0 (w13 = [gate; up]) against
