@@ -103,7 +103,8 @@ reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # activations at 32, 48 and 64 rows, a K split at 64 rows, the staged loop's unchecked trips (long
 # K), int4 and int8, zero points, the fused gated and per-warp epilogues, two streams at once,
 # two strips per warp (back to back at 8-row tiles, side by side at shared tiles, and there the
-# loops for tiles whose last fragments are empty) and the last round split along K across CTAs.
+# loops for tiles whose last fragments are empty), the last round split along K across CTAs, and
+# MXFP4 (e2m1 codes) on the 8-, 16- and pair-tile paths.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
 for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g128_asym_m1_e4_top4_long_k \
@@ -114,7 +115,8 @@ for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g32_asym_silu_bias_h64_warp_epilogue int4_channelwise_bias_m80_h72_i48_warp_epilogue_tile32 \
   int4_channelwise_relu2_on_input_bias_m2048_h64_i40_warp_epilogue_tile64 \
   int4_g32_m320_e8_top2_tile64_shared_long_k int4_g64_m200_e2_top1_tile64_k_split \
-  int8_g64_asym_m520_e8_top2_f16_tile64; do
+  int8_g64_asym_m520_e8_top2_f16_tile64 mxfp4_m7_e128_top4_swigluoai_bias_f16 \
+  mxfp4_m48_e8_top2_uninterleave mxfp4_m144_e8_top2_pairs; do
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'

@@ -1,12 +1,14 @@
 // The cpu backend's MoE forward on one layer, against ceilings and baselines measured in the same
 // run (docs/benchmarking.md, CPU section):
 //   bench_cpu_moe [model ...] [--m=1,16] [--dtype=f32|bf16] [--busy] [--cpu-only]
-//     models: qwen3 (H 2048, I 768, E 128, top-8), mixtral-half (H 4096, I 7168, E 8, top-2);
+//     models: qwen3 (H 2048, I 768, E 128, top-8), mixtral-half (H 4096, I 7168, E 8, top-2),
+//     gpt-oss-20b (H 2880, I 2880, E 32, top-4, MXFP4; only when named);
 //     --m: token counts (default 1,4,16,64,256); --dtype: activations (default bf16);
 //     --busy: also time each row with a competing busy loop on one more thread (what a forward
 //     costs on a machine where another process takes a core); --cpu-only: skip the baselines (a
 //     quick look while tuning; the recorded runs keep them)
-// Weights: int4, group 128, symmetric, values (q - 8) * s with s ~ 1/(4.6 sqrt K); activations
+// Weights: int4, group 128, symmetric, values (q - 8) * s with s ~ 1/(4.6 sqrt K) (gpt-oss-20b:
+// MXFP4, random e2m1 codes, power-of-two scales near 1/(3 sqrt K)); activations
 // N(0, 1); routing softmax top-k renormalized from N(0, 1) logits. Cold: R routing sets
 // (fresh x and routing each), R = ceil(240 MB / weight bytes one set touches) clamped to [2, 16],
 // timed back to back, so the experts a forward reads were not read by the previous few.
@@ -47,9 +49,12 @@ struct Model {
   const char* name;
   int64_t E, H, I;
   int top_k;
+  bool mxfp4 = false;  // else int4 g128 sym
 };
 
-constexpr Model kModels[] = {{"qwen3", 128, 2048, 768, 8}, {"mixtral-half", 8, 4096, 7168, 2}};
+constexpr Model kModels[] = {{"qwen3", 128, 2048, 768, 8},
+                             {"mixtral-half", 8, 4096, 7168, 2},
+                             {"gpt-oss-20b", 32, 2880, 2880, 4, true}};
 
 struct Options {
   std::vector<std::string> models;
@@ -128,7 +133,8 @@ void run_model(const Model& m, const Options& options) {
   config.intermediate = m.I;
   config.routing.top_k = m.top_k;
   const auto t0 = Clock::now();
-  const QuantScheme scheme{.bits = 4, .group_size = kGroup};
+  const QuantScheme scheme = m.mxfp4 ? QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32}
+                                     : QuantScheme{.bits = 4, .group_size = kGroup};
   const QuantizedExperts experts(sample::random_codes_weight(m.E, 2 * m.I, m.H, scheme, rng),
                                  sample::random_codes_weight(m.E, m.H, m.I, scheme, rng));
   const Backend& cpu = cpu_backend();
@@ -139,8 +145,8 @@ void run_model(const Model& m, const Options& options) {
   const auto t2 = Clock::now();
   const double expert_bytes =
       static_cast<double>(packed.w13.bytes_per_expert() + packed.w2.bytes_per_expert());
-  fmt::print("\n### {} (H {}, I {}, E {}, top-{}), int4 g{} sym, {} activations\n", m.name, m.H,
-             m.I, m.E, m.top_k, kGroup, name(options.dtype));
+  fmt::print("\n### {} (H {}, I {}, E {}, top-{}), {}, {} activations\n", m.name, m.H, m.I, m.E,
+             m.top_k, to_string(scheme), name(options.dtype));
   fmt::print(
       "make + prepare {:.1f} s, dequantize for baselines {:.1f} s; packed {:.2f} MB per "
       "expert\n\n",
@@ -249,7 +255,8 @@ int main(int argc, char** argv) {
       options.models.push_back(arg);
     } else {
       fmt::print(stderr,
-                 "bench_cpu_moe: unknown argument '{}' (models: qwen3, mixtral-half; flags: "
+                 "bench_cpu_moe: unknown argument '{}' (models: qwen3, mixtral-half, gpt-oss-20b; "
+                 "flags: "
                  "--m=1,16 --dtype=f32|bf16 --busy --cpu-only)\n",
                  arg);
       return 2;
@@ -259,7 +266,7 @@ int main(int argc, char** argv) {
              cpu::name(cpu::selected_isa()), cpu::ThreadPool::instance().threads(),
              bench::openblas_description());
   for (const bench::Model& m : bench::kModels)
-    if (options.models.empty() ||
+    if ((options.models.empty() && !m.mxfp4) ||
         std::find(options.models.begin(), options.models.end(), m.name) != options.models.end())
       bench::run_model(m, options);
   return 0;

@@ -341,7 +341,8 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   using namespace qmoe::bench;
   Options o;
-  for (const Shape& s : benchmark_shapes()) o.shapes.push_back(s.name);
+  for (const Shape& s : benchmark_shapes())
+    if (s.by_default) o.shapes.push_back(s.name);
   o.backends.push_back(kBaseline);
   for (const qmoe::Backend* b : qmoe::built_backends())
     if (b->name().rfind("cuda", 0) == 0) o.backends.emplace_back(b->name());

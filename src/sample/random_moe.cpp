@@ -45,8 +45,8 @@ QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme
 
 QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
                                     std::mt19937_64& rng) {
-  check(scheme.kind == WeightKind::integer && !scheme.act_order,
-        "random_codes_weight: integer schemes without act-order only, got {}", to_string(scheme));
+  check(!scheme.act_order, "random_codes_weight: schemes without act-order only, got {}",
+        to_string(scheme));
   QuantizedWeight w;
   w.scheme = scheme;
   w.E = E;
@@ -62,6 +62,14 @@ QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const Quant
   };
   fill_bytes(w.codes);
   const int64_t groups = scheme.groups_for(K);
+  if (scheme.kind == WeightKind::mxfp4) {
+    // e2m1 codes have an rms near 3: scales 2^(b - 1), 2^b, 2^(b + 1) around 1 / (3 sqrt K).
+    const int b = static_cast<int>(std::lround(-std::log2(3.0 * std::sqrt(double(K)))));
+    w.scales = Buffer(DType::u8, {E, N, groups});
+    for (uint8_t& s : w.scales.span<uint8_t>())
+      s = static_cast<uint8_t>(127 + b + int(rng() % 3) - 1);
+    return w;
+  }
   w.scales = Buffer(DType::f32, {E, N, groups});
   std::uniform_real_distribution<float> spread(0.75f, 1.25f);
   const float scale = 1.0f / (4.6f * std::sqrt(static_cast<float>(K)));

@@ -39,9 +39,10 @@ struct MoECase {
 QuantizedWeight random_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme, bool bias,
                               std::mt19937_64& rng);
 
-// Uniformly random codes (and zero points) with scales ~ 1/(4.6 sqrt K) (+-25%), straight from a
-// fast generator: for benchmark-sized layers, where quantizing float weights would take minutes and
-// gigabytes for the same statistics. Integer schemes without act-order.
+// Uniformly random codes (and zero points) with scales ~ 1/(4.6 sqrt K) (+-25%; MXFP4: e8m0
+// scales of the powers of two around 1/(3 sqrt K)), straight from a fast generator: for
+// benchmark-sized layers, where quantizing float weights would take minutes and gigabytes for the
+// same statistics. Schemes without act-order.
 QuantizedWeight random_codes_weight(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
                                     std::mt19937_64& rng);
 

@@ -13,6 +13,10 @@ namespace qmoe::test {
 namespace {
 
 const std::string kLayerFlags = "--experts 8 --hidden 256 --intermediate 128";
+// A checkpoint only the emulation reference runs: 4-bit groups of 3 fill no whole bytes (cpu)
+// and are no multiple of 32 (the CUDA backends).
+const std::string kEmulationOnlySample =
+    " --format gptq --scheme int4-g3 --hidden 96 --intermediate 48";
 
 // The error is the last line of the output, and only one line.
 void expect_error(const CliRun& r, int status, const std::string& message) {
@@ -110,11 +114,11 @@ TEST(ExitCodes, SampleRefusesASchemeTheFormatCannotStoreBeforeWriting) {
 
 // Errors the library words over several lines (the oracle's reasons) come out as one line.
 TEST(ExitCodes, NoBackendForAnAutoRunIsOneLine) {
-  TempDir dir("mxfp4run");
-  ASSERT_EQ(run_cli("sample " + (dir / "c") + " --format mxfp4").status, 0);
+  TempDir dir("g3run");
+  ASSERT_EQ(run_cli("sample " + (dir / "c") + kEmulationOnlySample).status, 0);
   expect_error(run_cli("run " + (dir / "c")), 1,
-               "no backend can run this layer (mxfp4, E=8 H=512 I=256 top-2 "
-               "swigluoai_uninterleave, bias) on host CPU");
+               "no backend can run this layer (int4 g3 sym, E=8 H=96 I=48 top-2 silu) on host "
+               "CPU");
   expect_error(run_cli("demo --model " + (dir / "c")), 1, "ask for backend 'emulation'");
 }
 
@@ -301,8 +305,8 @@ TEST(ExitCodes, StrictZerosRefusesZeroPointsAutoGptqOverwrote) {
 TEST(ExitCodes, ExplainExitsOneWhenNoBackendCanRunALayer) {
   TempDir dir("nobackend");
   const std::filesystem::path c = dir.path() / "c";
-  ASSERT_EQ(run_cli("sample " + c.string() + " --format mxfp4").status, 0);
-  // MXFP4 runs on the emulation only, which is never picked automatically.
+  ASSERT_EQ(run_cli("sample " + c.string() + kEmulationOnlySample).status, 0);
+  // Groups of 3 4-bit codes run on the emulation only, which is never picked automatically.
   expect_error(run_cli("explain " + c.string() + " --device cpu"), 1,
                "no backend can run layers 0-1 on");
   EXPECT_EQ(run_cli("explain " + c.string() + " --device cpu --backend emulation").status, 0);

@@ -11,10 +11,10 @@
 // permutation or bias gives errors of order 1e-1 and more.
 //
 // The matrix is a covering subset, not the Cartesian product (the float64 reference is the cost):
-// every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias) appears with at
-// least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32,
-// 48, 64 rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I
-// is not a multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
+// every scheme (int4/int8, sym/asym, g32/g64/g128/channelwise, act-order, bias, MXFP4) appears with
+// at least two batch sizes from {1, 2, 7, 16, 33, 128, 1000, 4096}, every tile size (8, 16, 32, 48,
+// 64 rows) and every E in {8, 60, 128, 256} and top-k in {1, 2, 6, 8} appear, and H or I is not a
+// multiple of 128 (and, channelwise, not a multiple of 32) in most rows.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -70,6 +70,7 @@ TEST_P(CudaMmaMatchesReference, WithinDtypeBound) {
 }
 
 constexpr DType bf16 = DType::bf16, f16 = DType::f16;
+const QuantScheme kMxfp4{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
 constexpr Activation gelu = Activation::gelu, swigluoai = Activation::swigluoai,
                      relu2 = Activation::relu2_no_mul, gelu_tanh = Activation::gelu_tanh;
 
@@ -500,6 +501,65 @@ const Scenario kScenarios[] = {
               .top_k = 2,
               .scheme = scheme(8, 64, true),
               .act_dtype = f16}},
+    // MXFP4 (e2m1 codes, one e8m0 scale per 32 k): gpt-oss's decode shape (H = I = 2880, K
+    // padded to whole 64-k chunks) with its interleaved clamped SwiGLU and biases, then the
+    // batch sizes and paths of the int4 rows above: de-interleaved halves, f16, two strips per
+    // warp with the scales folded into the weights (I = 4800 at 144 rows), shared activations
+    // over long K, and 4096 tokens.
+    Scenario{"mxfp4_m1_e4_top4_h2880_swigluoai_bias",
+             {.E = 4,
+              .H = 2880,
+              .I = 2880,
+              .M = 1,
+              .top_k = 4,
+              .scheme = kMxfp4,
+              .activation = swigluoai,
+              .bias = true,
+              .act_dtype = bf16}},
+    Scenario{"mxfp4_m7_e128_top4_swigluoai_bias_f16",
+             {.E = 128,
+              .H = 96,
+              .I = 160,
+              .M = 7,
+              .top_k = 4,
+              .scheme = kMxfp4,
+              .activation = swigluoai,
+              .bias = true,
+              .act_dtype = f16}},
+    Scenario{"mxfp4_m48_e8_top2_uninterleave",
+             {.E = 8,
+              .H = 224,
+              .I = 96,
+              .M = 48,
+              .top_k = 2,
+              .scheme = kMxfp4,
+              .activation = Activation::swigluoai_uninterleave,
+              .act_dtype = bf16}},
+    Scenario{
+        "mxfp4_m144_e8_top2_pairs",
+        {.E = 8, .H = 256, .I = 4800, .M = 144, .top_k = 2, .scheme = kMxfp4, .act_dtype = bf16}},
+    Scenario{
+        "mxfp4_m256_e8_top2_shared_long_k_f16",
+        {.E = 8, .H = 1024, .I = 992, .M = 256, .top_k = 2, .scheme = kMxfp4, .act_dtype = f16}},
+    Scenario{"mxfp4_m1000_e60_top2_bias_f16",
+             {.E = 60,
+              .H = 160,
+              .I = 128,
+              .M = 1000,
+              .top_k = 2,
+              .scheme = kMxfp4,
+              .bias = true,
+              .act_dtype = f16}},
+    Scenario{"mxfp4_m4096_e8_top1_swigluoai_bias",
+             {.E = 8,
+              .H = 128,
+              .I = 128,
+              .M = 4096,
+              .top_k = 1,
+              .scheme = kMxfp4,
+              .activation = swigluoai,
+              .bias = true,
+              .act_dtype = bf16}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Schemes, CudaMmaMatchesReference, testing::ValuesIn(kScenarios),

@@ -53,7 +53,10 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
     if (n >= packed_rows) return -1;
     return rows.empty() ? n : rows[size_t(n)];
   };
-  ASSERT_EQ(v.element, bits == 4 ? WeightElement::int4 : WeightElement::int8);
+  const bool mxfp4 = w.scheme.kind == WeightKind::mxfp4;
+  ASSERT_EQ(v.element, mxfp4       ? WeightElement::e2m1
+                       : bits == 4 ? WeightElement::int4
+                                   : WeightElement::int8);
   ASSERT_EQ(v.N, packed_rows);
   ASSERT_EQ(v.strips, (packed_rows + 15) / 16);
   ASSERT_EQ(v.K_pad % chunk_k(v.element), 0);
@@ -88,7 +91,14 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
             if (n < 0) continue;
             const uint16_t bits16 = uint16_t(p.scale_pairs[at] >> (16 * half));
             const float scale = v.scales_bf16 ? to_float(bf16_t{bits16}) : to_float(half_t{bits16});
-            const float want = w.scales.data_as<float>()[(e * w.N + n) * v.groups + grp];
+            const int64_t from = (e * w.N + n) * v.groups + grp;
+            if (mxfp4) {  // e8m0 byte s is 2^(s - 127), exact in bf16
+              ASSERT_TRUE(v.scales_bf16);
+              EXPECT_EQ(scale, std::ldexp(1.0f, int{w.scales.data_as<uint8_t>()[from]} - 127))
+                  << "scale e " << e << " n " << n;
+              continue;
+            }
+            const float want = w.scales.data_as<float>()[from];
             EXPECT_NEAR(scale, want,
                         std::abs(want) / 256)  // at most a bf16 rounding
                 << "scale e " << e << " n " << n;
@@ -179,11 +189,17 @@ TEST(CudaMmaLayoutRules, RejectsWhatTheLayoutCannotHold) {
   EXPECT_THROW(
       pack_weight(test::random_weight(2, 16, 64, scheme(4, 16, false, false), false, rng), "w13"),
       Error);
-  EXPECT_THROW(pack_weight(test::random_weight(
-                               2, 16, 64, QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32},
-                               false, rng),
-                           "w13"),
-               Error);
+}
+
+// MXFP4 in int4's bit layout, with every e8m0 byte that validate() accepts as a bf16 scale.
+TEST(CudaMmaLayoutRules, Mxfp4CodesAndEveryE8m0Scale) {
+  std::mt19937_64 rng(11);
+  const QuantScheme mxfp4{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  QuantizedWeight w = test::random_weight(2, 40, 96, mxfp4, true, rng);
+  uint8_t* scales = w.scales.data_as<uint8_t>();
+  for (int64_t i = 0; i < w.scales.numel(); ++i) scales[i] = uint8_t(i % 255);  // 0..254
+  expect_layout_holds(w);
+  expect_layout_holds(test::random_weight(1, 6, 64, mxfp4, false, rng), gated_row_order(3, true));
 }
 
 }  // namespace

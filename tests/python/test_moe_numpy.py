@@ -122,7 +122,7 @@ def test_selection_and_explain(data_dir):
         assert g128.plan == [] and "not built" in wgmma.reason
     mxfp4 = qmoe.explain(data_dir / "gpt-oss-mxfp4-bias", device="sm_90")
     cuda_mma = [v for v in mxfp4.verdicts if v.backend == "cuda-mma"][0]
-    assert not cuda_mma.compatible and cuda_mma.reason
+    assert cuda_mma.compatible or "not built" in cuda_mma.reason
 
 
 def test_reserve_is_accepted_on_the_cpu(data_dir):

@@ -1,8 +1,9 @@
 // What `cuda-mma` runs (src/backend/cuda_mma/): tensor-core mma.sync (m16n8k16) with in-register
-// dequantization, sm_80 and newer. The layout (layout.hpp) pads N to 16-row strips and K to whole
-// 16-byte chunks itself, so any N and K the canonical form holds are fine; a 32-k span must lie in
-// one group, so groups are channelwise or multiples of 32. Act-order with a K-split shard works
-// (groups come from g_idx). Owner: edit these numbers with the kernel.
+// dequantization of int4/int8 codes and MXFP4's e2m1, sm_80 and newer. The layout (layout.hpp) pads
+// N to 16-row strips and K to whole 16-byte chunks itself, so any N and K the canonical form holds
+// are fine; a 32-k span must lie in one group, so groups are channelwise or multiples of 32.
+// Act-order with a K-split shard works (groups come from g_idx). Owner: edit these numbers with the
+// kernel.
 #include <algorithm>
 
 #include "cuda/limits.hpp"
@@ -19,6 +20,7 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.device = DeviceKind::cuda;
     b.min_compute_capability = 80;
     b.int_bits = {4, 8};
+    b.mxfp4 = true;
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.group_multiple = 32;

@@ -336,7 +336,8 @@ cudaError_t allow_shared_bytes() {
 
 // A run's range is whole iterations of the run tile's loop (staged_k_loop).
 static_assert(chunks_per_iteration<WeightElement::int4, kRunTileRows>() == kRunChunkMultiple &&
-              chunks_per_iteration<WeightElement::int8, kRunTileRows>() == kRunChunkMultiple);
+              chunks_per_iteration<WeightElement::int8, kRunTileRows>() == kRunChunkMultiple &&
+              chunks_per_iteration<WeightElement::e2m1, kRunTileRows>() == kRunChunkMultiple);
 
 // Calls f.template operator()<BM, kRun>() for the compiled instance of (tile rows, strip run):
 // tiles of kTileRows rows (choose_tile_rows), 2 strips per warp at kRunTileRows rows and, with

@@ -7,6 +7,8 @@ const GemmOps& gemm_ops_int4_bf16();
 const GemmOps& gemm_ops_int4_f16();
 const GemmOps& gemm_ops_int8_bf16();
 const GemmOps& gemm_ops_int8_f16();
+const GemmOps& gemm_ops_e2m1_bf16();
+const GemmOps& gemm_ops_e2m1_f16();
 
 namespace {
 
@@ -20,6 +22,8 @@ constexpr Instance kInstances[] = {
     {{WeightElement::int4, DType::f16}, gemm_ops_int4_f16},
     {{WeightElement::int8, DType::bf16}, gemm_ops_int8_bf16},
     {{WeightElement::int8, DType::f16}, gemm_ops_int8_f16},
+    {{WeightElement::e2m1, DType::bf16}, gemm_ops_e2m1_bf16},
+    {{WeightElement::e2m1, DType::f16}, gemm_ops_e2m1_f16},
 };
 
 }  // namespace

@@ -65,17 +65,19 @@ inline constexpr int kChunkBytesPerLane = 16;
 
 // What a weight code is. Its bit count fixes the layout (chunk_k, the words of a step, the
 // kernel's rings); the element itself fixes how a code becomes a value (Dequant,
-// mma_primitives.cuh). MXFP4's 4-bit e2m1 floats (one power-of-two scale per 32 k) are meant to
-// be one more enumerator, with int4's bit layout and a Dequant of their own.
+// mma_primitives.cuh).
 enum class WeightElement {
   int4,  // unsigned 4-bit integers, value = (code - zero) * scale
   int8,  // unsigned 8-bit integers, the same
+  e2m1,  // MXFP4: 4-bit floats in int4's bit layout, value = e2m1(code) * scale, no zero; the
+         // scale of each 32 k (one span) is 2^(e8m0 - 127) as bf16 bits (exact for every e8m0)
 };
 
 QMOE_MMA_HOST_DEVICE constexpr int code_bits(WeightElement e) {
   switch (e) {
     case WeightElement::int4: return 4;
     case WeightElement::int8: return 8;
+    case WeightElement::e2m1: return 4;
   }
   return 0;
 }

@@ -183,6 +183,42 @@ struct Dequant<__nv_bfloat16, WeightElement::int8> {
   }
 };
 
+// e2m1 codes (bit 3 sign, bits 2..1 exponent with bias 1, bit 0 mantissa; int4's nibble
+// positions) -> their exact values in T. Placing a code's sign at bit 15 and its exponent and
+// mantissa bits just below T's exponent field gives T's bits of value * 2^-(T's bias - 1), code
+// 0.5 becoming a subnormal; one multiply by 2^(bias - 1) (2^14 for f16, 2^126 for bf16) makes
+// every value exact and normal, so the mma and the group scale see plain e2m1 values.
+template <class T>
+struct E2m1Bits;
+template <>
+struct E2m1Bits<__half> {  // 5 exponent bits: eem at bits 11..9
+  static constexpr int kShift = 3;
+  static constexpr uint32_t kMask = 0x0e000e00u, kRebias = 0x74007400u;  // 2^14
+};
+template <>
+struct E2m1Bits<__nv_bfloat16> {  // 8 exponent bits: eem at bits 8..6
+  static constexpr int kShift = 6;
+  static constexpr uint32_t kMask = 0x01c001c0u, kRebias = 0x7e807e80u;  // 2^126
+};
+
+template <class T>
+struct Dequant<T, WeightElement::e2m1> {
+  // Register i's codes are nibbles i and 4 + i (layout.hpp); moved to bits 15..12 and 31..28.
+  template <int kRegister>
+  __device__ static __forceinline__ uint32_t pair(uint32_t w) {
+    const uint32_t top = w << (12 - 4 * kRegister);
+    const uint32_t bits = (top & 0x80008000u) | ((top >> E2m1Bits<T>::kShift) & E2m1Bits<T>::kMask);
+    return MmaType<T>::mul2(bits, E2m1Bits<T>::kRebias);
+  }
+  __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets&,
+                                              uint32_t a[4]) {
+    a[0] = pair<0>(words[0]);
+    a[1] = pair<1>(words[0]);
+    a[2] = pair<2>(words[0]);
+    a[3] = pair<3>(words[0]);
+  }
+};
+
 // v rounded to T, in both halves of a register.
 template <class T>
 __device__ __forceinline__ uint32_t splat(float v) {

@@ -61,12 +61,15 @@ uint16_t scale_bits(float s, bool bf16) { return bf16 ? to_bf16(s).bits : to_hal
 
 // The element of the canonical scheme's codes; throws for schemes the layout cannot hold.
 WeightElement element_of(const QuantScheme& scheme, const std::string& what) {
-  check(scheme.kind == WeightKind::integer, "{}: cuda-mma runs integer weights (int4/int8), not {}",
-        what, to_string(scheme));
+  if (scheme.kind == WeightKind::mxfp4) return WeightElement::e2m1;
   check(scheme.bits == 4 || scheme.bits == 8, "{}: cuda-mma needs 4 or 8-bit codes, got {}", what,
         scheme.bits);
   return scheme.bits == 4 ? WeightElement::int4 : WeightElement::int8;
 }
+
+// bf16 bits of the e8m0 scale 2^(e - 127): bf16 has f32's exponent field, so e itself for
+// e >= 1; 2^-127 (e = 0) is the subnormal 0x0040. (validate() refused the NaN byte 0xff.)
+uint16_t e8m0_as_bf16(uint8_t e) { return e == 0 ? uint16_t{0x0040} : uint16_t(e << 7); }
 
 }  // namespace
 
@@ -109,7 +112,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
   v.N = packed_rows;
   v.K = w.K;
   v.groups = w.groups();
-  v.scales_bf16 = choose_bf16_scales(w);
+  v.scales_bf16 = element == WeightElement::e2m1 || choose_bf16_scales(w);
   const int ck = chunk_k(element);
 
   // Logical k order per expert.
@@ -201,7 +204,10 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
   for (std::thread& th : pool) th.join();
 
   // Scales and zeros, one pair of rows (g, g + 8) per 32-bit / 16-bit word.
-  const float* scales = w.scales.data_as<float>();
+  auto scale_of = [&](int64_t at) -> uint32_t {
+    if (element == WeightElement::e2m1) return e8m0_as_bf16(w.scales.data_as<uint8_t>()[at]);
+    return scale_bits(w.scales.data_as<float>()[at], v.scales_bf16);
+  };
   const uint8_t* zeros = scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
   const int64_t G = v.groups;
   // Two groups of padding after the last: the staged K loop loads scales a group ahead without
@@ -217,11 +223,11 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
           uint32_t pair = 0;
           uint16_t zpair = 0;
           if (n_lo >= 0) {
-            pair |= scale_bits(scales[(e * w.N + n_lo) * G + grp], v.scales_bf16);
+            pair |= scale_of((e * w.N + n_lo) * G + grp);
             if (zeros) zpair |= zeros[(e * w.N + n_lo) * G + grp];
           }
           if (n_hi >= 0) {
-            pair |= uint32_t(scale_bits(scales[(e * w.N + n_hi) * G + grp], v.scales_bf16)) << 16;
+            pair |= scale_of((e * w.N + n_hi) * G + grp) << 16;
             if (zeros) zpair |= uint16_t(zeros[(e * w.N + n_hi) * G + grp] << 8);
           }
           p.scale_pairs[at] = pair;

@@ -20,8 +20,8 @@ struct PackedWeight {
   std::vector<int32_t> span_group;   // act-order only
 };
 
-// Throws qmoe::Error (naming `what`, e.g. "w13") for what the layout cannot hold: MXFP4, or
-// group sizes that are neither channelwise nor a multiple of 32.
+// Throws qmoe::Error (naming `what`, e.g. "w13") for what the layout cannot hold: group sizes
+// that are neither channelwise nor a multiple of 32.
 // row_source: the weight row behind each packed row (-1: a zero row), e.g. to pair gate and up
 // rows inside one strip (gated_row_order); empty: packed row n is row n.
 PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,

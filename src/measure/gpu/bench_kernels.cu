@@ -41,16 +41,24 @@ __global__ void fill_f32_kernel(float* x, int64_t n, uint64_t seed, float stddev
 }
 
 __global__ void fill_weight_kernel(uint8_t* codes, int64_t code_bytes, float* scales,
-                                   uint8_t* zeros, int64_t groups, int bits, uint64_t seed,
-                                   float base) {
+                                   uint8_t* zeros, int64_t groups, int bits, bool mxfp4,
+                                   uint64_t seed, float base) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < code_bytes; i += stride)
     codes[i] = static_cast<uint8_t>(splitmix(seed ^ static_cast<uint64_t>(i)));
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += stride) {
     const uint64_t h = splitmix(~seed ^ static_cast<uint64_t>(i));
-    scales[i] = base * (0.75f + 0.5f * static_cast<uint32_t>(h) * 2.3283064e-10f);
+    scales[i] = mxfp4 ? ldexpf(base, int(h % 3) - 1)
+                      : base * (0.75f + 0.5f * static_cast<uint32_t>(h) * 2.3283064e-10f);
     if (zeros) zeros[i] = static_cast<uint8_t>((h >> 32) & ((1u << bits) - 1));
   }
+}
+
+// e2m1: bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa; exponent 0 is subnormal.
+__device__ __forceinline__ float e2m1_value(int code) {
+  const int e = (code >> 1) & 3, m = code & 1;
+  const float magnitude = e == 0 ? 0.5f * float(m) : ldexpf(1.0f + 0.5f * float(m), e - 1);
+  return code & 8 ? -magnitude : magnitude;
 }
 
 // Element (row, k) of a weight, dequantized exactly in fp32.
@@ -58,6 +66,7 @@ __device__ __forceinline__ float weight_at(const WeightView& w, int64_t row, int
   const int64_t g = row * (w.K / w.G) + k / w.G;
   const int code = w.bits == 4 ? (w.codes[row * (w.K / 2) + k / 2] >> (4 * (k & 1))) & 15
                                : w.codes[row * w.K + k];
+  if (w.mxfp4) return e2m1_value(code) * w.scales[g];
   const int zero = w.zeros ? w.zeros[g] : 1 << (w.bits - 1);
   return float(code - zero) * w.scales[g];
 }
@@ -143,13 +152,16 @@ cudaError_t fill_normal_f32(float* x, int64_t n, uint64_t seed, float stddev, cu
 }
 
 cudaError_t fill_weight(uint8_t* codes, float* scales, uint8_t* zeros, int64_t E, int64_t N,
-                        int64_t K, int bits, int G, uint64_t seed, cudaStream_t stream) {
+                        int64_t K, int bits, int G, bool mxfp4, uint64_t seed,
+                        cudaStream_t stream) {
   const int64_t code_bytes = E * N * K * bits / 8;
   // (q - zero) spreads 2^(bits - 4) times wider at more bits: keep the outputs O(1).
   const float base =
-      1.0f / (4.6f * std::sqrt(static_cast<float>(K)) * static_cast<float>(1 << (bits - 4)));
+      mxfp4
+          ? std::exp2(std::round(-std::log2(3.0f * std::sqrt(static_cast<float>(K)))))
+          : 1.0f / (4.6f * std::sqrt(static_cast<float>(K)) * static_cast<float>(1 << (bits - 4)));
   fill_weight_kernel<<<blocks_for(code_bytes, 256), 256, 0, stream>>>(
-      codes, code_bytes, scales, zeros, E * N * (K / G), bits, seed, base);
+      codes, code_bytes, scales, zeros, E * N * (K / G), bits, mxfp4, seed, base);
   return cudaGetLastError();
 }
 

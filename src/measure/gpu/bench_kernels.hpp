@@ -15,19 +15,23 @@ cudaError_t fill_normal_f32(float* x, int64_t n, uint64_t seed, float stddev, cu
 
 // A benchmark weight on the device, [E, N, K] of `bits`-bit codes: codes u8 [E, N, K * bits / 8]
 // (4-bit: low nibble = even k), scales f32 [E, N, K / G], zeros u8 [E, N, K / G] or nullptr
-// (zero 2^(bits - 1)); value = (code - zero) * scale. N and K are per expert.
+// (zero 2^(bits - 1)); value = (code - zero) * scale, or with mxfp4 e2m1(code) * scale (scales
+// powers of two, G 32). N and K are per expert.
 struct WeightView {
   const uint8_t* codes = nullptr;
   const float* scales = nullptr;
   const uint8_t* zeros = nullptr;
   int64_t N = 0, K = 0;
   int bits = 4, G = 128;
+  bool mxfp4 = false;
 };
 
 // Random weights: uniform codes, scales base * U(0.75, 1.25) with base = 1 / (4.6 sqrt(K)
 // 2^(bits - 4)) so that outputs are O(1), zeros (when asked for) uniform over the code range.
+// mxfp4: scales are base, base / 2 or 2 base with base the power of two nearest 1 / (3 sqrt(K))
+// (e2m1 codes have an rms near 3).
 cudaError_t fill_weight(uint8_t* codes, float* scales, uint8_t* zeros, int64_t E, int64_t N,
-                        int64_t K, int bits, int G, uint64_t seed, cudaStream_t stream);
+                        int64_t K, int bits, int G, bool mxfp4, uint64_t seed, cudaStream_t stream);
 
 // bf16 [E, N, K], for the cuBLAS baseline.
 cudaError_t dequantize_bf16(const WeightView& w, int64_t E, uint16_t* out, cudaStream_t stream);

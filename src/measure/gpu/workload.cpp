@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "cuda/align.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/routing.hpp"
@@ -12,19 +15,17 @@ namespace qmoe::bench {
 
 const std::vector<Shape>& benchmark_shapes() {
   static const std::vector<Shape> shapes{
-      {"mixtral-8x7b", 4096, 14336, 8, 2},
-      {"qwen3-30b-a3b", 2048, 768, 128, 8},
-      {"deepseek-v3", 7168, 2048, 256, 8},
+      {"mixtral-8x7b", 4096, 14336, 8, 2},       {"qwen3-30b-a3b", 2048, 768, 128, 8},
+      {"deepseek-v3", 7168, 2048, 256, 8},       {"gpt-oss-120b", 2880, 2880, 128, 4, false},
+      {"gpt-oss-20b", 2880, 2880, 32, 4, false},
   };
   return shapes;
 }
 
 const std::vector<Scheme>& benchmark_schemes() {
   static const std::vector<Scheme> schemes{
-      {"int4-g128", 4, 128, false},
-      {"int4-g128-asym", 4, 128, true},
-      {"int8-g128", 8, 128, false},
-      {"int4-g32", 4, 32, false},
+      {"int4-g128", 4, 128, false}, {"int4-g128-asym", 4, 128, true}, {"int8-g128", 8, 128, false},
+      {"int4-g32", 4, 32, false},   {"mxfp4", 4, 32, false, true},
   };
   return schemes;
 }
@@ -42,9 +43,14 @@ const Scheme& find_scheme(const std::string& name) {
 }
 
 WeightView Weight::view() const {
-  return {
-      codes.as<uint8_t>(), scales.as<float>(), zeros.empty() ? nullptr : zeros.as<uint8_t>(), N, K,
-      scheme.bits,         scheme.group};
+  return {codes.as<uint8_t>(),
+          scales.as<float>(),
+          zeros.empty() ? nullptr : zeros.as<uint8_t>(),
+          N,
+          K,
+          scheme.bits,
+          scheme.group,
+          scheme.mxfp4};
 }
 
 namespace {
@@ -61,7 +67,7 @@ Weight make_weight(int64_t E, int64_t N, int64_t K, const Scheme& scheme, uint64
            scheme.zero_points ? DeviceBuffer(groups) : DeviceBuffer()};
   QMOE_CUDA_CHECK(fill_weight(w.codes.as<uint8_t>(), w.scales.as<float>(),
                               w.zeros.empty() ? nullptr : w.zeros.as<uint8_t>(), E, N, K,
-                              scheme.bits, scheme.group, seed, stream));
+                              scheme.bits, scheme.group, scheme.mxfp4, seed, stream));
   return w;
 }
 
@@ -77,13 +83,23 @@ QuantizedWeight canonical(const Weight& w) {
   q.scheme.bits = w.scheme.bits;
   q.scheme.group_size = w.scheme.group;
   q.scheme.zero_point = w.scheme.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none;
+  if (w.scheme.mxfp4) q.scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32};
   q.E = w.E;
   q.N = w.N;
   q.K = w.K;
   q.codes = Buffer(DType::u8, {w.E, w.N, w.K * w.scheme.bits / 8});
-  q.scales = Buffer(DType::f32, {w.E, w.N, w.K / w.scheme.group});
   w.codes.download(q.codes.data(), static_cast<size_t>(q.codes.nbytes()));
-  w.scales.download(q.scales.data(), static_cast<size_t>(q.scales.nbytes()));
+  Buffer scales(DType::f32, {w.E, w.N, w.K / w.scheme.group});
+  w.scales.download(scales.data(), static_cast<size_t>(scales.nbytes()));
+  if (w.scheme.mxfp4) {
+    // fill_weight made every MXFP4 scale a power of two: its e8m0 byte is the exponent + 127.
+    q.scales = Buffer(DType::u8, scales.shape());
+    std::transform(scales.span<float>().begin(), scales.span<float>().end(),
+                   q.scales.data_as<uint8_t>(),
+                   [](float s) { return static_cast<uint8_t>(std::ilogb(s) + 127); });
+  } else {
+    q.scales = std::move(scales);
+  }
   if (w.scheme.zero_points) {
     q.zeros = Buffer(DType::u8, {w.E, w.N, w.K / w.scheme.group});
     w.zeros.download(q.zeros.data(), static_cast<size_t>(q.zeros.nbytes()));
@@ -109,7 +125,8 @@ QuantizedExperts to_canonical(const Experts& x) {
 
 int64_t weight_bytes_per_expert(const Shape& s, const Scheme& scheme) {
   const int64_t weights = 3 * s.H * s.I, groups = weights / scheme.group;
-  return weights * scheme.bits / 8 + groups * 2 + (scheme.zero_points ? groups : 0);
+  const int64_t scale_bytes = scheme.mxfp4 ? 1 : 2;
+  return weights * scheme.bits / 8 + groups * scale_bytes + (scheme.zero_points ? groups : 0);
 }
 
 RoutingSet make_routing_set(const Shape& s, int64_t M, uint64_t seed, cudaStream_t stream) {

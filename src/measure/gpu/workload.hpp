@@ -17,17 +17,21 @@ struct Shape {
   std::string name;
   int64_t H, I, E;
   int k;
+  bool by_default = true;  // in a run that names no shapes
 };
 
-// The three layer shapes of docs/benchmarking.md.
+// The three layer shapes of docs/benchmarking.md, then gpt-oss's two (MXFP4 checkpoints; run
+// when named).
 const std::vector<Shape>& benchmark_shapes();
 
 // The weight scheme of a run: `bits`-bit integer codes, one scale per `group` inputs and, with
-// zero_points, one u8 zero per group (else zero 2^(bits - 1)). The first is the headline scheme.
+// zero_points, one u8 zero per group (else zero 2^(bits - 1)); or, with mxfp4, e2m1 codes with
+// one power-of-two scale per 32 inputs. The first is the headline scheme.
 struct Scheme {
   std::string name;
   int bits = 4, group = 128;
   bool zero_points = false;
+  bool mxfp4 = false;
 };
 const std::vector<Scheme>& benchmark_schemes();
 std::string scheme_names();  // "int4-g128, ...", for help and errors
@@ -50,8 +54,8 @@ Experts make_experts(const Shape& s, const Scheme& scheme, uint64_t seed, cudaSt
 // The same weights as canonical host QuantizedExperts, for backends.
 QuantizedExperts to_canonical(const Experts& x);
 
-// Bytes one expert's weights occupy as codes + 16-bit scales (+ 8-bit zeros): what a backend
-// must read.
+// Bytes one expert's weights occupy as codes + 16-bit scales (+ 8-bit zeros; MXFP4: codes +
+// 8-bit e8m0 scales, 4.25 bits per weight): what a backend must read at the least.
 int64_t weight_bytes_per_expert(const Shape& s, const Scheme& scheme);
 
 // One routing set: fresh hidden states and router logits, routed on the GPU (softmax top-k,
