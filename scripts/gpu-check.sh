@@ -5,7 +5,8 @@
 # MoE benchmark. Everything lands in OUTDIR as at most 8 files (what the device tool brings back):
 #   env.txt build.log ctest.log memcheck.log racecheck.log bench.txt bench.jsonl summary.json
 # Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH,
-#   SANITIZE=0 to skip the compute-sanitizer steps (SANITIZE=wgmma: only cuda-wgmma's), CTEST_REGEX
+#   SANITIZE=0 to skip the compute-sanitizer steps (SANITIZE=wgmma: only cuda-wgmma's; =mma: all
+#   but cuda-wgmma's), CTEST_REGEX
 #   to run only matching GPU tests)
 # It never runs scripts/setup.sh: there is no package registry to install from there.
 set -uo pipefail
@@ -131,8 +132,9 @@ for name in int4_g128_asym_m7_e256_top8 int8_g64_asym_m300_e60_top6_bias \
   wgmma+=":Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/$name"
 done
 for tool in $([ "${SANITIZE:-1}" = 0 ] || echo memcheck racecheck); do
-  step "$tool-wgmma" "$out/$tool.log" "$(upto 100)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
-    "$build/tests/cuda_wgmma/cuda_wgmma_tests" --gtest_filter="$wgmma"
+  [ "${SANITIZE:-1}" = mma ] ||
+    step "$tool-wgmma" "$out/$tool.log" "$(upto 100)" "$sanitizer" --tool "$tool" \
+      --error-exitcode 3 "$build/tests/cuda_wgmma/cuda_wgmma_tests" --gtest_filter="$wgmma"
   [ "${SANITIZE:-1}" = wgmma ] && continue
   step "$tool" "$out/$tool.log" "$(upto 60)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda/cuda_kernels_test" --gtest_filter="$reduced"
