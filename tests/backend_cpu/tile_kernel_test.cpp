@@ -6,6 +6,7 @@
 // row's sum of |w x|; a wrong nibble, scale, zero, group sum or token is off by far more.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -56,7 +57,14 @@ void check_every_token_count(const KernelCase& c, int group) {
   const int64_t N = kTileRows - 3, K = 96;  // three padding rows in the panel
   std::mt19937_64 rng(c.bits * 10 + c.zero_points + group + c.mxfp4 * 1000);
   const QuantScheme scheme = scheme_of(c, group);
-  const QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
+  QuantizedWeight w = test::random_weight(1, N, K, scheme, false, rng);
+  if (c.mxfp4) {
+    // The e8m0 edges on rows 0-2 of every group: 2^-127 (subnormal), 2^-126, 2^73.
+    uint8_t* e8m0 = w.scales.data_as<uint8_t>();
+    for (int64_t g = 0; g < K / 32; ++g)
+      for (int row = 0; row < 3; ++row)
+        e8m0[row * (K / 32) + g] = std::array<uint8_t, 3>{0, 1, 200}[row];
+  }
   const PackedMatrix packed =
       pack_weight(w, "w", 1, [&](int64_t slot) { return slot < N ? slot : int64_t{-1}; });
   const TileKernel kernel = tile_kernel(c.isa);

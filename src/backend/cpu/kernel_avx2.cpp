@@ -58,6 +58,15 @@ struct Simd {
     }
   }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }
+  static Rows e8m0(const uint8_t* p) {
+    const __m256i floor = _mm256_set1_epi32(kE8m0ZeroBits);
+    Rows r;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = _mm256_slli_epi32(widen8(p + 8 * h), kE8m0Shift);
+      r.v[h] = _mm256_castsi256_ps(_mm256_max_epi32(bits, floor));
+    }
+    return r;
+  }
   static Rows fma(Rows w, float x, Rows acc) {
     const __m256 b = _mm256_set1_ps(x);
     return {{_mm256_fmadd_ps(w.v[0], b, acc.v[0]), _mm256_fmadd_ps(w.v[1], b, acc.v[1])}};

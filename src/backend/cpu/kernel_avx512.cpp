@@ -1,6 +1,7 @@
 // AVX-512 tile kernel: 16 rows are one zmm. Compiled with -mavx512f -mavx512bw (CMakeLists.txt).
 #include <immintrin.h>
 
+#include "backend/cpu/avx512_e8m0.hpp"
 #include "backend/cpu/panel_kernel.hpp"
 #include "backend/cpu/tile_kernel.hpp"
 
@@ -37,6 +38,7 @@ struct Simd {
   static void codes4(const uint8_t* p, Rows& lo, Rows& hi) { lookup4(p, kNibbles, lo, hi); }
   static void e2m1_codes4(const uint8_t* p, Rows& lo, Rows& hi) { lookup4(p, kE2m1, lo, hi); }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }
+  static Rows e8m0(const uint8_t* p) { return e8m0_scales(p); }
   static Rows fma(Rows w, float x, Rows acc) { return _mm512_fmadd_ps(w, _mm512_set1_ps(x), acc); }
   static void store(float* p, Rows r) { _mm512_storeu_ps(p, r); }
   static void prefetch(const uint8_t* p) {

@@ -8,6 +8,7 @@
 // the bf16). Compiled with -mavx512f -mavx512bw -mavx512bf16 (CMakeLists.txt).
 #include <immintrin.h>
 
+#include "backend/cpu/avx512_e8m0.hpp"
 #include "backend/cpu/panel_kernel.hpp"
 #include "backend/cpu/tile_kernel.hpp"
 
@@ -52,7 +53,8 @@ __m512bh byte_pairs(const uint8_t* even, const uint8_t* odd) {
 template <Codes C, bool ZeroPoints, int Tokens>
 void tile(const PanelFormat& f, const PanelTileBf16& t) {
   constexpr int Bits = kCodeBits<C>;
-  constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kHeader =
+      C == Codes::e2m1 ? kTileRows : kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
   constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (4-bit) or k (int8)
   const int64_t G = f.group_k, pairs = G / 2;
   const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;
@@ -97,7 +99,9 @@ void tile(const PanelFormat& f, const PanelTileBf16& t) {
     }
     if (j < pairs) step(j, 0);
     for (int p = 0; p < 2; ++p) {
-      const __m512 s = _mm512_loadu_ps(reinterpret_cast<const float*>(head) + p * kHalfRows);
+      const __m512 s = C == Codes::e2m1
+                           ? e8m0_scales(head + p * kHalfRows)
+                           : _mm512_loadu_ps(reinterpret_cast<const float*>(head) + p * kHalfRows);
       const __m512 z = ZeroPoints ? _mm512_cvtepi32_ps(widen(head + kTileRows * 4 + p * kHalfRows))
                                   : _mm512_set1_ps(kImplicitZero<C>);
       for (int i = 0; i < Tokens; ++i) {

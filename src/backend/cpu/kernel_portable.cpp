@@ -51,6 +51,14 @@ struct Simd {
     }
   }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }
+  static Rows e8m0(const uint8_t* p) {
+    Rows r;
+    for (int i = 0; i < kHalfRows; ++i) {
+      const int bits = p[i] << kE8m0Shift;
+      r.v[i] = __builtin_bit_cast(float, bits > kE8m0ZeroBits ? bits : kE8m0ZeroBits);
+    }
+    return r;
+  }
   static Rows fma(Rows w, float x, Rows acc) {
     for (int i = 0; i < kHalfRows; ++i) acc.v[i] += w.v[i] * x;
     return acc;

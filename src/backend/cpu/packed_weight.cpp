@@ -1,7 +1,6 @@
 #include "backend/cpu/packed_weight.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/thread_pool.hpp"
@@ -63,12 +62,7 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
   const PanelFormat& f = m.format;
   const int64_t row_bytes = w.code_bytes_per_row(), groups = f.groups, G = f.group_k;
   const uint8_t* codes = w.codes.data_as<uint8_t>();
-  // A group's scale as the f32 the kernels multiply by: mxfp4's e8m0 byte s is 2^(s - 127),
-  // exact in f32 (2^-127 is a subnormal; validate() refused the NaN byte 0xff).
-  auto scale = [&](int64_t at) {
-    if (f.e2m1) return std::ldexp(1.0f, int{w.scales.data_as<uint8_t>()[at]} - 127);
-    return w.scales.data_as<float>()[at];
-  };
+  const float* scales = f.e2m1 ? nullptr : w.scales.data_as<float>();
   const uint8_t* zeros = f.zero_points ? w.zeros.data_as<uint8_t>() : nullptr;
   uint8_t* out = m.bytes.data();
 
@@ -84,16 +78,22 @@ PackedMatrix pack_weight(const QuantizedWeight& w, const std::string& what, int6
       const int64_t* panel_rows = rows.data() + p * kTileRows;
       uint8_t* dst = out + (e * panels + p) * f.panel_bytes();
       for (int64_t g = 0; g < groups; ++g, dst += f.group_bytes()) {
-        float group_scales[kTileRows] = {};
-        uint8_t* group_zeros = dst + kTileRows * 4;
-        if (zeros) std::memset(group_zeros, 0, kTileRows);
-        for (int i = 0; i < kTileRows; ++i) {
-          const int64_t row = panel_rows[i];
-          if (row < 0) continue;
-          group_scales[i] = scale((e * w.N + row) * groups + g);
-          if (zeros) group_zeros[i] = zeros[(e * w.N + row) * groups + g];
+        if (f.e2m1) {  // the e8m0 bytes themselves (validate() refused the NaN byte 0xff)
+          const uint8_t* e8m0 = w.scales.data_as<uint8_t>();
+          for (int i = 0; i < kTileRows; ++i)
+            dst[i] = panel_rows[i] < 0 ? 0 : e8m0[(e * w.N + panel_rows[i]) * groups + g];
+        } else {
+          float group_scales[kTileRows] = {};
+          uint8_t* group_zeros = dst + kTileRows * 4;
+          if (zeros) std::memset(group_zeros, 0, kTileRows);
+          for (int i = 0; i < kTileRows; ++i) {
+            const int64_t row = panel_rows[i];
+            if (row < 0) continue;
+            group_scales[i] = scales[(e * w.N + row) * groups + g];
+            if (zeros) group_zeros[i] = zeros[(e * w.N + row) * groups + g];
+          }
+          std::memcpy(dst, group_scales, sizeof group_scales);
         }
-        std::memcpy(dst, group_scales, sizeof group_scales);
         uint8_t* step = dst + f.header_bytes();
         const int64_t per_step = f.bits == 4 ? 2 : 1;
         for (int64_t j = g * G; j < (g + 1) * G; j += per_step, step += kTileRows) {

@@ -7,7 +7,8 @@
 // group, so scales and zero points arrive just before the codes they scale, and a kernel call
 // reads exactly one sequential stream (what hardware and software prefetch follow best):
 //
-//   group g:  scales  f32[32]                 (row i of the panel at [i]; e2m1: 2^(e8m0 - 127))
+//   group g:  scales  f32[32]                 (row i of the panel at [i]; e2m1: u8[32], the e8m0
+//                                             bytes, 2^(e - 127) each)
 //             zeros   u8[32]                  (only with explicit zero points)
 //             codes   steps of 32 bytes, 16 for rows 0..15 then 16 for rows 16..31:
 //                     int4, e2m1: G/2 steps, step j = k-pair (2j, 2j+1) of the group;
@@ -41,7 +42,9 @@ struct PanelFormat {
   int64_t group_k = 0;       // K elements per group (even for 4-bit)
 
   int64_t K() const { return groups * group_k; }
-  int64_t header_bytes() const { return kTileRows * 4 + (zero_points ? kTileRows : 0); }
+  int64_t header_bytes() const {
+    return e2m1 ? kTileRows : kTileRows * 4 + (zero_points ? kTileRows : 0);
+  }
   int64_t code_bytes_per_group() const { return group_k * kTileRows * bits / 8; }
   int64_t group_bytes() const { return header_bytes() + code_bytes_per_group(); }
   int64_t panel_bytes() const { return groups * group_bytes(); }

@@ -12,6 +12,7 @@
 //   codes4(p, lo, hi)        16 bytes of 4-bit k-pairs -> low and high nibbles as floats
 //   e2m1_codes4(p, lo, hi)   the same for e2m1 nibbles -> their e2m1 values
 //   codes8(p)                16 bytes of 8-bit codes -> floats
+//   e8m0(p)                  16 e8m0 bytes -> their scales 2^(e - 127) as floats
 //   fma(w, x, acc)           acc + w * x (x broadcast)
 //   store(float*, Rows)
 //   prefetch(const uint8_t*) a hint to bring one cache line towards L1
@@ -21,6 +22,10 @@ namespace qmoe::cpu {
 
 // What a code byte of a panel holds (PanelFormat's bits and e2m1).
 enum class Codes { uint4, uint8, e2m1 };
+// The f32 bits of an e8m0 scale byte e >= 1 are e << 23; 2^-127 (e = 0) is the subnormal
+// 0x00400000, below every e << 23, so one integer max covers it.
+inline constexpr int kE8m0Shift = 23;
+inline constexpr int kE8m0ZeroBits = 0x00400000;
 template <Codes C>
 inline constexpr int kCodeBits = C == Codes::uint8 ? 8 : 4;
 // The zero of symmetric codes: 2^(bits - 1) for unsigned integers, 0 for e2m1 (signed floats).
@@ -103,7 +108,8 @@ template <class Simd, Codes C, bool ZeroPoints, int Tokens>
 void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   using Rows = typename Simd::Rows;
   constexpr int kC = kChains<Tokens>;
-  constexpr int64_t kHeader = kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kHeader =
+      C == Codes::e2m1 ? kTileRows : kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
   const int64_t G = f.group_k;
   const int64_t group_bytes = kHeader + G * kTileRows * kCodeBits<C> / 8;
   const Rows implicit_zero = Simd::splat(kImplicitZero<C>);
@@ -119,7 +125,12 @@ void panel_tile(const PanelFormat& f, const PanelTile& tile) {
     for (int half = 0; half < 2; ++half) {
       Rows part[Tokens][kC];
       half_group_sums<Simd, C, Tokens>(head + kHeader, half, G, x, part);
-      const Rows s = Simd::load(reinterpret_cast<const float*>(head) + half * kHalfRows);
+      Rows s;
+      if constexpr (C == Codes::e2m1) {
+        s = Simd::e8m0(head + half * kHalfRows);
+      } else {
+        s = Simd::load(reinterpret_cast<const float*>(head) + half * kHalfRows);
+      }
       const Rows z =
           ZeroPoints ? Simd::load_u8(head + kTileRows * 4 + half * kHalfRows) : implicit_zero;
       for (int t = 0; t < Tokens; ++t) {
