@@ -27,7 +27,7 @@ case "$target" in
     # The config parser reaches every format's rules through the registry, and so their adapters.
     sources=(src/format/model_config.cpp src/format/json_fields.cpp src/format/module_pattern.cpp
              src/format/registry.cpp src/format/adapter.cpp src/format/gptq.cpp src/format/awq.cpp
-             src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp
+             src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp src/format/quark.cpp
              src/format/gptq_zero_overflow.cpp src/format/expert_names.cpp src/format/packing.cpp
              src/format/tensor_read.cpp src/format/tensor_store.cpp src/format/safetensors.cpp
              src/format/safetensors_writer.cpp src/format/mapped_file.cpp

@@ -9,8 +9,8 @@
 //   }
 //
 // Formats: GPTQ (v1 and v2 zero points), AWQ (gemm), compressed-tensors pack-quantized, vLLM's
-// moe_wna16 reading of GPTQ/AWQ checkpoints, and gpt-oss MXFP4. Every format quirk ends in the
-// adapter.
+// moe_wna16 reading of GPTQ/AWQ checkpoints, gpt-oss MXFP4 and AMD Quark's OCP MXFP4. Every format
+// quirk ends in the adapter.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -30,9 +30,10 @@ enum class CheckpointFormat : uint8_t {
   compressed_tensors,  // quant_method "compressed-tensors", format "pack-quantized"
   moe_wna16,           // a GPTQ or AWQ checkpoint read under vLLM's moe_wna16 rules
   mxfp4,               // quant_method "mxfp4" (gpt-oss): fused e2m1 experts, e8m0 scales
+  quark,               // quant_method "quark" (AMD Quark): OCP MXFP4 experts, W4A16 or W4A4
 };
 
-// "gptq", "awq", "compressed-tensors", "moe_wna16", "mxfp4"
+// "gptq", "awq", "compressed-tensors", "moe_wna16", "mxfp4", "quark"
 std::string_view name(CheckpointFormat f);
 CheckpointFormat parse_checkpoint_format(std::string_view s);  // throws Error listing valid names
 

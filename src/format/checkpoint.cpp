@@ -84,6 +84,12 @@ QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer
   QuantScheme out = *s;
   const format::TensorInfo& scales =
       store.at(module + "." + std::string(adapter().scales_suffix()));
+  if (out.kind == WeightKind::mxfp4) {
+    check(scales.dtype == format::StDType::u8,
+          "tensor '{}' holds MXFP4 scales, so it must be U8 (e8m0), got {}", scales.name,
+          scales.describe());
+    return out;
+  }
   const std::optional<DType> dtype = format::to_dtype(scales.dtype);
   check(dtype && (*dtype == DType::f16 || *dtype == DType::bf16 || *dtype == DType::f32),
         "tensor '{}' holds scales, so it must be F16, BF16 or F32, got {}", scales.name,

@@ -137,4 +137,29 @@ bool module_regexes_supported() { return false; }
 
 #endif
 
+bool glob_match(const std::string& pattern, const std::string& name) {
+  check(pattern.find('[') == std::string::npos,
+        "module pattern '{}': character classes ('[...]') are not supported (valid: names with '*' "
+        "and '?')",
+        pattern);
+  // Greedy with one backtrack point: the last '*' seen and where in `name` it stopped matching.
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 }  // namespace qmoe::format

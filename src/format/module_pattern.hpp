@@ -17,4 +17,9 @@ bool python_re_match(const std::string& pattern, const std::string& text);
 // Whether this build matches every pattern RE2 reads (it was built with RE2).
 bool module_regexes_supported();
 
+// Python fnmatch.fnmatchcase semantics (Quark's exclude and layer_quant_config keys): '*' matches
+// any run of characters, '?' one character, the rest literally, over the whole name. Throws Error
+// on a character class ('[...]'), which qmoe does not read. Time O(pattern x name) at worst.
+bool glob_match(const std::string& pattern, const std::string& name);
+
 }  // namespace qmoe::format

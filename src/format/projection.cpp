@@ -15,7 +15,7 @@ QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantSch
   w.K = K;
   const int64_t groups = scheme.groups_for(K);
   w.codes = Buffer(DType::u8, {E, N, w.code_bytes_per_row()});
-  w.scales = Buffer(DType::f32, {E, N, groups});
+  w.scales = Buffer(scheme.kind == WeightKind::mxfp4 ? DType::u8 : DType::f32, {E, N, groups});
   if (scheme.has_zero_points()) w.zeros = Buffer(DType::u8, {E, N, groups});
   if (scheme.act_order) w.g_idx = Buffer(DType::i32, {E, K});
   if (bias) w.bias = Buffer(DType::f32, {E, N});
@@ -29,11 +29,12 @@ uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0) {
 void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const Projection& p,
                     const std::string& what) {
   const int64_t groups = w.scales.shape()[2];
+  const bool mx = w.scheme.kind == WeightKind::mxfp4;
+  const int64_t p_groups = mx ? p.e8m0.cols : p.scales.cols;
   check(
-      p.K() == w.K && p.scales.cols == groups && p.bias.empty() != w.has_bias() &&
-          row0 + p.N() <= w.N,
+      p.K() == w.K && p_groups == groups && p.bias.empty() != w.has_bias() && row0 + p.N() <= w.N,
       "{}: expert {} part {} is [{} x {}] with {} groups{}, expected [rows x {}] with {} groups{}",
-      what, e, part, p.N(), p.K(), p.scales.cols, p.bias.empty() ? "" : " and bias", w.K, groups,
+      what, e, part, p.N(), p.K(), p_groups, p.bias.empty() ? "" : " and bias", w.K, groups,
       w.has_bias() ? " and bias" : "");
   const int64_t row_bytes = w.code_bytes_per_row();
   uint8_t* codes = stacked_codes(w, e, row0);
@@ -52,7 +53,11 @@ void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const
     }
   }
   const int64_t at = (e * w.N + row0) * groups;
-  std::copy(p.scales.values.begin(), p.scales.values.end(), w.scales.data_as<float>() + at);
+  if (mx) {
+    std::copy(p.e8m0.values.begin(), p.e8m0.values.end(), w.scales.data_as<uint8_t>() + at);
+  } else {
+    std::copy(p.scales.values.begin(), p.scales.values.end(), w.scales.data_as<float>() + at);
+  }
   if (w.scheme.has_zero_points())
     std::copy(p.zeros.values.begin(), p.zeros.values.end(), w.zeros.data_as<uint8_t>() + at);
   if (w.has_bias())
@@ -71,12 +76,16 @@ void put_projection(QuantizedWeight& w, int64_t e, int64_t row0, int part, const
 
 Projection slice_projection(const QuantizedWeight& w, int64_t e, int64_t row0, int64_t rows) {
   const int64_t groups = w.scheme.groups_for(w.K);
+  const bool mx = w.scheme.kind == WeightKind::mxfp4;
   Projection p;
   p.codes = Matrix<uint8_t>(rows, w.K);
-  p.scales = Matrix<float>(rows, groups);
+  if (mx) {
+    p.e8m0 = Matrix<uint8_t>(rows, groups);
+  } else {
+    p.scales = Matrix<float>(rows, groups);
+  }
   if (w.scheme.has_zero_points()) p.zeros = Matrix<uint8_t>(rows, groups);
   const uint8_t* codes = w.codes.data_as<uint8_t>();
-  const float* scales = w.scales.data_as<float>();
   const uint8_t* zeros = w.scheme.has_zero_points() ? w.zeros.data_as<uint8_t>() : nullptr;
   for (int64_t n = 0; n < rows; ++n) {
     const uint8_t* row = codes + (e * w.N + row0 + n) * w.code_bytes_per_row();
@@ -87,7 +96,11 @@ Projection slice_projection(const QuantizedWeight& w, int64_t e, int64_t row0, i
     }
     const int64_t at = (e * w.N + row0 + n) * groups;
     for (int64_t g = 0; g < groups; ++g) {
-      p.scales.at(n, g) = scales[at + g];
+      if (mx) {
+        p.e8m0.at(n, g) = w.scales.data_as<uint8_t>()[at + g];
+        continue;
+      }
+      p.scales.at(n, g) = w.scales.data_as<float>()[at + g];
       if (zeros) p.zeros.at(n, g) = zeros[at + g];
     }
     if (w.has_bias()) p.bias.push_back(w.bias.data_as<float>()[e * w.N + row0 + n]);

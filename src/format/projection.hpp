@@ -15,7 +15,8 @@ struct Projection {
   // still give N and K) because the reader wrote them straight into ProjectionSpec::codes_out.
   Matrix<uint8_t> codes;
   bool codes_in_place = false;
-  Matrix<float> scales;        // [N, G]
+  Matrix<float> scales;        // [N, G]; 0 x 0 for mxfp4, whose scales are e8m0 below
+  Matrix<uint8_t> e8m0;        // [N, K/32] for mxfp4: 2^(s - 127) per 32 values along K
   Matrix<uint8_t> zeros;       // [N, G]; 0 x 0 when the scheme is symmetric
   std::vector<int32_t> g_idx;  // [K]; empty without act-order
   std::vector<float> bias;     // [N]; empty without bias

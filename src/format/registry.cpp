@@ -13,9 +13,11 @@ const QuantMethod& gptq_method();
 const QuantMethod& awq_method();
 const QuantMethod& compressed_tensors_method();
 const QuantMethod& mxfp4_method();
+const QuantMethod& quark_method();
 const FormatAdapter& gptq_adapter();
 const FormatAdapter& awq_adapter();
 const FormatAdapter& compressed_tensors_adapter();
+const FormatAdapter& quark_adapter();
 
 namespace {
 
@@ -28,6 +30,7 @@ constexpr FormatEntry kFormats[] = {
     {CheckpointFormat::moe_wna16, "moe_wna16", &gptq_method, nullptr, false},
     // gpt-oss stores each layer's experts fused (gpt_oss_mxfp4.hpp).
     {CheckpointFormat::mxfp4, "mxfp4", &mxfp4_method, nullptr},
+    {CheckpointFormat::quark, "quark", &quark_method, &quark_adapter},
 };
 
 }  // namespace

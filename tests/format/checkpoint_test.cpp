@@ -17,6 +17,7 @@ namespace qmoe {
 namespace {
 
 using format::ordered_json;
+using test::edit_config;
 using test::expect_error;
 
 QuantScheme gptq_int4(bool act_order = false) {
@@ -29,22 +30,11 @@ QuantScheme gptq_int4(bool act_order = false) {
 // A 3-expert, one-layer checkpoint in `dir`.
 MoEConfig write_small(const std::filesystem::path& dir, const WriteOptions& options = {},
                       const QuantScheme& scheme = gptq_int4()) {
-  MoEConfig config;
-  config.num_experts = 3;
-  config.hidden = 64;
-  config.intermediate = 32;
-  config.routing.top_k = 2;
+  const MoEConfig config = test::small_config();
   std::vector<QuantizedExperts> layers;
   layers.push_back(test::random_experts(3, 64, 32, scheme, false, 3));
   write_checkpoint(dir, config, layers, options);
   return config;
-}
-
-void edit_config(const std::filesystem::path& dir, const std::function<void(ordered_json&)>& edit) {
-  ordered_json c;
-  std::ifstream(dir / "config.json") >> c;
-  edit(c);
-  std::ofstream(dir / "config.json") << c.dump();
 }
 
 // Adds one [2, 2] tensor in a file of its own (every *.safetensors file is read).
@@ -259,12 +249,13 @@ TEST(Checkpoint, FeedForwardBlockAndRouterName) {
 TEST(Checkpoint, FormatNames) {
   for (auto f :
        {CheckpointFormat::gptq, CheckpointFormat::awq, CheckpointFormat::compressed_tensors,
-        CheckpointFormat::moe_wna16, CheckpointFormat::mxfp4}) {
+        CheckpointFormat::moe_wna16, CheckpointFormat::mxfp4, CheckpointFormat::quark}) {
     EXPECT_EQ(parse_checkpoint_format(name(f)), f);
   }
   expect_error(
       [] { parse_checkpoint_format("gguf"); },
-      "unknown checkpoint format 'gguf' (valid: gptq, awq, compressed-tensors, moe_wna16, mxfp4)");
+      "unknown checkpoint format 'gguf' (valid: gptq, awq, compressed-tensors, moe_wna16, mxfp4, "
+      "quark)");
 }
 
 }  // namespace

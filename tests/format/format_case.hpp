@@ -7,13 +7,36 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 
+#include "format/json_fields.hpp"
+#include "qmoe/config.hpp"
 #include "qmoe/quant.hpp"
 #include "support/moe_case.hpp"
 
 namespace qmoe::test {
+
+// The MoE shape of the small written checkpoints: 3 experts, H 64, I 32, top-2.
+inline MoEConfig small_config() {
+  MoEConfig config;
+  config.num_experts = 3;
+  config.hidden = 64;
+  config.intermediate = 32;
+  config.routing.top_k = 2;
+  return config;
+}
+
+// Rewrites dir/config.json through `edit`.
+inline void edit_config(const std::filesystem::path& dir,
+                        const std::function<void(format::ordered_json&)>& edit) {
+  format::ordered_json c;
+  std::ifstream(dir / "config.json") >> c;
+  edit(c);
+  std::ofstream(dir / "config.json") << c.dump();
+}
 
 // Rounds every value to what `storage` (f16, bf16 or f32) holds exactly.
 inline void round_to_storage(Buffer& b, DType storage) {

@@ -109,7 +109,8 @@ TEST(ModelConfig, ErrorsNameTheKey) {
                "scoring_func 'sparsemixer' is not supported (valid: softmax, sigmoid)");
   ordered_json fp8 = {{"quant_method", "fp8"}};
   expect_error([&] { parse_model_config(with_quant(moe, fp8), "c.json"); },
-               "quant_method 'fp8' is not supported (valid: gptq, awq, compressed-tensors, mxfp4)");
+               "quant_method 'fp8' is not supported (valid: gptq, awq, compressed-tensors, mxfp4, "
+               "quark)");
   moe["num_experts_per_tok"] = "two";
   expect_error([&] { parse_model_config(with_quant(moe, kGptq), "c.json"); },
                "'num_experts_per_tok' must be an integer, got \"two\"");

@@ -140,5 +140,19 @@ TEST(WithoutRe2, MatchesOnlyPatternsOfBoundedBacktracking) {
   EXPECT_TRUE(timed_match("a\\*+", "a**"));
 }
 
+// Quark's exclude and layer_quant_config keys.
+TEST(GlobMatch, IsPythonFnmatchcase) {
+  EXPECT_TRUE(glob_match("*.mlp.gate", "model.layers.0.mlp.gate"));
+  EXPECT_FALSE(glob_match("*.mlp.gate", "model.layers.0.mlp.gate_proj"));
+  EXPECT_TRUE(glob_match("model.layers.?.mlp*", "model.layers.3.mlp.experts.1.up_proj"));
+  EXPECT_FALSE(glob_match("model.layers.?.mlp*", "model.layers.13.mlp"));
+  EXPECT_TRUE(glob_match("lm_head", "lm_head"));
+  EXPECT_FALSE(glob_match("lm_head", "lm_head2"));
+  EXPECT_TRUE(glob_match("*a*b*c", "xaxxbxxc"));
+  EXPECT_FALSE(glob_match("*a*b*c", "xaxxbxxcd"));
+  expect_error([] { glob_match("model.layers.[01].*", "model.layers.0.x"); },
+               "character classes ('[...]') are not supported");
+}
+
 }  // namespace
 }  // namespace qmoe::format

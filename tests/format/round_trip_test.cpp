@@ -78,7 +78,8 @@ void check_round_trip(const RoundTrip& c) {
   EXPECT_EQ(ckpt.moe_config().activation, c.activation);
   EXPECT_EQ(ckpt.moe_config().w13_bias, c.bias);
   QuantScheme expected = c.scheme;
-  expected.source_scale_dtype = c.format == CheckpointFormat::mxfp4 ? DType::u8 : c.scale_dtype;
+  const bool e8m0 = c.format == CheckpointFormat::mxfp4 || c.format == CheckpointFormat::quark;
+  expected.source_scale_dtype = e8m0 ? DType::u8 : c.scale_dtype;
   EXPECT_EQ(ckpt.scheme(), expected) << to_string(ckpt.scheme());
   for (int layer : {0, 1}) test::expect_identical(ckpt.load_layer(layer), layers[layer]);
 }
@@ -194,6 +195,22 @@ TEST(RoundTrip, Mxfp4GptOss) {
                       .scale_dtype = DType::bf16,
                       .activation = Activation::swigluoai_uninterleave,
                       .model_type = "gpt_oss"});
+  }
+}
+
+// AMD Quark: per-expert U8 codes and e8m0 scales, weight-only and W4A4, with and without bias.
+TEST(RoundTrip, QuarkMxfp4) {
+  for (ActivationQuant activations : {ActivationQuant::none, ActivationQuant::mxfp4}) {
+    for (bool bias : {false, true}) {
+      QuantScheme mx{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+      mx.activation_quant = activations;
+      check_round_trip({.format = CheckpointFormat::quark,
+                        .scheme = mx,
+                        .H = 96,
+                        .I = 64,
+                        .bias = bias,
+                        .scale_dtype = DType::bf16});
+    }
   }
 }
 

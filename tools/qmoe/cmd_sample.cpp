@@ -68,7 +68,8 @@ void check_format_stores(const QuantizedExperts& layer, const WriteOptions& opti
 std::string default_scheme(CheckpointFormat f) {
   switch (f) {
     case CheckpointFormat::awq: return "int4-g128-asym";
-    case CheckpointFormat::mxfp4: return "mxfp4";
+    case CheckpointFormat::mxfp4:
+    case CheckpointFormat::quark: return "mxfp4";
     default: return "int4-g128";
   }
 }
@@ -95,9 +96,15 @@ void run_sample(const SampleOptions& o) {
   const bool mxfp4 = format == CheckpointFormat::mxfp4;
   const std::string scheme_text = o.scheme.empty() ? default_scheme(format) : o.scheme;
   const QuantScheme scheme = parse_scheme_flag(scheme_text);
-  if (mxfp4 != (scheme.kind == WeightKind::mxfp4))
-    usage_error("--scheme {} does not go with --format {} (mxfp4 weights are the mxfp4 format's)",
-                scheme_text, o.format);
+  const bool mx_format = mxfp4 || format == CheckpointFormat::quark;
+  if (mx_format != (scheme.kind == WeightKind::mxfp4))
+    usage_error(
+        "--scheme {} does not go with --format {} (mxfp4 weights go with the mxfp4 and quark "
+        "formats, integer weights with the others)",
+        scheme_text, o.format);
+  if (scheme.activation_quant != ActivationQuant::none && format != CheckpointFormat::quark)
+    usage_error("--scheme {}: MXFP4 activations (W4A4) are stored by --format quark only",
+                scheme_text);
   if (wna16 && scheme.act_order)
     usage_error("--format moe_wna16 reads GPTQ without act-order; drop -act-order");
   const MoEConfig config = parse_flag([&] { return sample_config(o, mxfp4); });
@@ -127,7 +134,7 @@ void run_sample(const SampleOptions& o) {
     QuantizedWeight w2 = sample::random_weight(config.num_experts, config.hidden,
                                                config.intermediate, scheme, config.w2_bias, rng);
     for (QuantizedWeight* w : {&w13, &w2}) {
-      if (!mxfp4) sample::round_to_dtype(w->scales, options.scale_dtype);
+      if (scheme.kind != WeightKind::mxfp4) sample::round_to_dtype(w->scales, options.scale_dtype);
       if (w->has_bias()) sample::round_to_dtype(w->bias, options.scale_dtype);
     }
     layers.emplace_back(std::move(w13), std::move(w2));
@@ -154,10 +161,11 @@ void add_sample(CLI::App& root) {
   CLI::App* cmd =
       root.add_subcommand("sample", "Write a small example checkpoint of random quantized experts");
   cmd->add_option("dir", o->dir, "Directory to create (must not hold a checkpoint)")->required();
-  cmd->add_option("--format", o->format, "gptq, awq, compressed-tensors, moe_wna16 or mxfp4")
+  cmd->add_option("--format", o->format, "gptq, awq, compressed-tensors, moe_wna16, mxfp4 or quark")
       ->capture_default_str();
   cmd->add_option("--scheme", o->scheme,
-                  "int4-g128, int8-g32-asym, int4-channelwise, int4-g128-act-order, mxfp4, ... "
+                  "int4-g128, int8-g32-asym, int4-channelwise, int4-g128-act-order, mxfp4, "
+                  "mxfp4-w4a4 (quark), ... "
                   "(default: the format's usual one)");
   cmd->add_option("--layers", o->layers, "MoE layers")
       ->capture_default_str()

@@ -10,7 +10,8 @@ namespace {
 
 [[noreturn]] void bad_scheme(const std::string& text, const std::string& why) {
   usage_error(
-      "--scheme '{}': {} (expected mxfp4, or int4 / int8 followed by -gN or -channelwise, "
+      "--scheme '{}': {} (expected mxfp4, mxfp4-w4a4, or int4 / int8 followed by -gN or "
+      "-channelwise, "
       "-asym, -act-order; e.g. int4-g128, int8-g32-asym)",
       text, why);
 }
@@ -18,7 +19,11 @@ namespace {
 }  // namespace
 
 QuantScheme parse_scheme_flag(const std::string& text) {
-  if (text == "mxfp4") return QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  if (text == "mxfp4" || text == "mxfp4-w4a4") {
+    QuantScheme s{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+    if (text == "mxfp4-w4a4") s.activation_quant = ActivationQuant::mxfp4;
+    return s;
+  }
   QuantScheme s{.bits = 4, .group_size = 128};
   std::string rest = text;
   if (const size_t at = rest.find("-act-order"); at != std::string::npos) {
