@@ -5,7 +5,8 @@
 # per-instruction source counters;
 # then one forward's kernels with only their durations, to split its time. Clocks are left alone.
 # Usage: scripts/gpu-profile.sh OUTDIR [shape:M ...]   (env: KERNELS, a regex of the kernels to
-#   profile in full, default the expert GEMM; e.g. KERNELS=align_one_block for the alignment)
+#   profile in full, default the expert GEMM; e.g. KERNELS=align_one_block for the alignment;
+#   SCHEME, moe_bench's --scheme, default int4-g128)
 #   default cases: mixtral-8x7b:1 deepseek-v3:1 qwen3-30b-a3b:1 deepseek-v3:128
 # OUTDIR gets: build.log, <case>.details.txt, <case>.source.csv, forward.txt, sass.txt.gz
 set -uo pipefail
@@ -22,7 +23,8 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 
 { "$cmake" "${configure_args[@]}" && "$cmake" --build "$build" --parallel "$nproc" \
   --target moe_bench; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-bench=("$build/moe_bench" --backend cuda-mma --budget-ms 5 --check-tokens 4)
+bench=("$build/moe_bench" --backend cuda-mma --budget-ms 5 --check-tokens 4
+  --scheme "${SCHEME:-int4-g128}")
 cuobjdump -sass "$build/moe_bench" | gzip >"$out/sass.txt.gz"
 
 for c in "${cases[@]}"; do

@@ -790,7 +790,7 @@ TEST_F(CudaMma, BackToBackForwardsOnOneStreamShareTheWorkspace) {
   }
 }
 
-TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {
+TEST_F(CudaMma, RejectsHostDeviceAndW4a4) {
   test::MoECase c =
       test::make_case({.E = 4, .H = 64, .I = 64, .M = 2, .top_k = 2, .scheme = scheme(4, 32)});
   EXPECT_THROW(MoE(c.config, *c.experts, "cuda-mma", Device{}), Error);
@@ -800,9 +800,11 @@ TEST_F(CudaMma, RejectsHostDeviceAndMxfp4) {
                        .I = 64,
                        .M = 2,
                        .top_k = 2,
-                       .scheme = QuantScheme{.kind = WeightKind::mxfp4, .group_size = 32},
+                       .scheme = QuantScheme{.kind = WeightKind::mxfp4,
+                                             .group_size = 32,
+                                             .activation_quant = ActivationQuant::mxfp4},
                        .activation = Activation::swigluoai});
-  EXPECT_THROW(MoE(mx.config, *mx.experts, "cuda-mma", kGpu), Error);
+  EXPECT_THROW(MoE(mx.config, *mx.experts, "cuda-mma", kGpu), Error);  // emulated only
 }
 
 TEST_F(CudaMma, RejectsF32Activations) {
