@@ -78,6 +78,10 @@ struct Selection {
   // small batches, then that one from its crossover on; the MoE prepares both and picks per call.
   // Empty when `backend` runs every batch.
   std::vector<PlanStep> plan;
+  // The chosen backend's prepared copy of the layer's weights, from the shapes, and how many of
+  // its code bytes pad N and K to the backend's tiles (0 and 0 where it does not declare them).
+  int64_t weight_bytes = 0;
+  int64_t padding_bytes = 0;
   std::string error;  // evaluate() only: why no backend was chosen (then `backend` is empty)
 };
 

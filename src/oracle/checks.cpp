@@ -62,7 +62,7 @@ Reason check_compute_capability(const BackendDescriptor& b, const LayerDesc&, co
 // One weight's scheme against the descriptor; `what` is "w13", "w2" or "weights" (both alike).
 Reason check_scheme(const BackendDescriptor& b, const QuantScheme& s, int64_t K,
                     const std::string& what) {
-  if (s.activation_quant == ActivationQuant::mxfp4 && !b.mxfp4_activations) {
+  if (s.activation_quant != ActivationQuant::none && !b.mxfp4_activations) {
     return fmt::format(
         "{}: MXFP4 activations (W4A4) are emulated only: no FP4 tensor-core path here; ask for it "
         "with --backend emulation",
@@ -70,8 +70,8 @@ Reason check_scheme(const BackendDescriptor& b, const QuantScheme& s, int64_t K,
   }
   if (s.kind == WeightKind::mxfp4) {
     if (b.mxfp4) return std::nullopt;
-    return fmt::format("{}: mxfp4 weights are not supported (supports int{} only)", what,
-                       join(b.int_bits, [](int x) { return x; }));
+    return fmt::format("{}: mxfp4 weights are not supported (supports {} only)", what,
+                       join(b.int_bits, [](int x) { return fmt::format("int{}", x); }));
   }
   if (!contains(b.int_bits, s.bits)) {
     return fmt::format("{}: int{} weights are not supported (supports {})", what, s.bits,

@@ -16,6 +16,14 @@ namespace qmoe {
 
 inline constexpr int kAnyGroupDividingK = 0;  // in group_sizes: any divisor of K is fine
 
+// A layer's weights as a backend prepares them, from the shapes alone: every byte it keeps
+// (codes, scales, zero points, biases, channel orders), and how many of the code bytes only pad
+// N and K to its tiles.
+struct PreparedBytes {
+  int64_t total = 0;
+  int64_t padding = 0;
+};
+
 struct BackendDescriptor {
   std::string_view name;     // the registry name (find_backend) and the --backend spelling
   std::string_view summary;  // what it is, one line (shown by `qmoe explain`)
@@ -59,8 +67,9 @@ struct BackendDescriptor {
   // for batches of at least this many rows per expert (M * top_k / E); 0 = not a partner. The
   // value is the crossover measured on the reference device; `qmoe tune` measures it for others.
   int64_t large_batch_rows_per_expert = 0;
-  // A partner prepares its own copy of the weights: its bytes for a layer (PlanStep::weight_bytes).
-  int64_t (*large_batch_weight_bytes)(const LayerDesc& layer) = nullptr;
+  // The bytes of its prepared copy of a layer (Selection::weight_bytes; a partner's own copy is
+  // PlanStep::weight_bytes). Null: not declared.
+  PreparedBytes (*prepared_bytes)(const LayerDesc& layer) = nullptr;
 };
 
 // Every backend's descriptor (the priority table's entries, src/oracle/priority.cpp), and one by

@@ -119,6 +119,11 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
   if (chosen) {
     s.backend = std::string(chosen->backend->name);
     s.verdicts.push_back({s.backend, std::string(chosen->backend->summary), true, true, ""});
+    if (chosen->backend->prepared_bytes) {
+      const PreparedBytes bytes = chosen->backend->prepared_bytes(layer);
+      s.weight_bytes = bytes.total;
+      s.padding_bytes = bytes.padding;
+    }
   }
   const Evaluated* partner = nullptr;
   if (automatic && chosen) {
@@ -136,8 +141,8 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
                       fmt::format("from {} tokens ({} rows per expert at top-{} of {} experts), "
                                   "where it measured faster",
                                   from, rows, layer.top_k, layer.num_experts)});
-    if (partner->backend->large_batch_weight_bytes)
-      s.plan.back().weight_bytes = partner->backend->large_batch_weight_bytes(layer);
+    if (partner->backend->prepared_bytes)
+      s.plan.back().weight_bytes = partner->backend->prepared_bytes(layer).total;
   }
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;

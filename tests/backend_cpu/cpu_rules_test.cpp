@@ -8,12 +8,15 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/cpu_experts.hpp"
 #include "backend/cpu/isa.hpp"
 #include "backend/cpu/thread_pool.hpp"
 #include "backend_cpu/isa_scope.hpp"
+#include "oracle/descriptor.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "support/moe_case.hpp"
+#include "support/prepared_bytes_layers.hpp"
 
 namespace qmoe {
 namespace {
@@ -35,6 +38,27 @@ testing::AssertionResult throws_error_with(const std::function<void()>& f,
     return testing::AssertionFailure() << "message \"" << e.what() << "\" lacks \"" << part << '"';
   }
   return testing::AssertionFailure() << "no Error thrown";
+}
+
+// What `qmoe explain` reports as the cpu backend's copy of a layer (its descriptor's formula,
+// from the shapes) is what prepare allocates, and the padding is the code bytes of padded rows.
+TEST(CpuBackend, DescriptorCountsThePreparedBytes) {
+  for (const test::CaseSpec& spec : test::prepared_bytes_layers()) {
+    const test::MoECase c = test::make_case(spec);
+    SCOPED_TRACE(to_string(spec.scheme));
+    const auto prepared = find_backend("cpu")->prepare(*c.experts, c.config, Device{});
+    const auto& x = static_cast<const cpu::CpuExperts&>(*prepared);
+    int64_t total = int64_t(x.w2_position.size()) * 4, codes = 0;
+    for (const cpu::PackedMatrix* m : {&x.w13, &x.w2}) {
+      total += int64_t(m->bytes.size() + m->bias.size() * 4 + m->k_order.size() * 4);
+      codes += m->E * m->panels * cpu::kTileRows * m->K * m->format.bits / 8;
+    }
+    const int64_t canonical = c.experts->w13().codes.nbytes() + c.experts->w2().codes.nbytes();
+    const PreparedBytes counted =
+        find_descriptor("cpu")->prepared_bytes(describe(*c.experts, c.config));
+    EXPECT_EQ(counted.total, total);
+    EXPECT_EQ(counted.padding, codes - canonical);
+  }
 }
 
 TEST(CpuBackend, RejectsCudaDevice) {

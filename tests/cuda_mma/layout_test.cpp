@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "backend/cuda_mma/repack.hpp"
+#include "oracle/descriptor.hpp"
 #include "qmoe/error.hpp"
+#include "qmoe/oracle.hpp"
 #include "support/moe_case.hpp"
+#include "support/prepared_bytes_layers.hpp"
 
 namespace qmoe::cuda_mma {
 namespace {
@@ -189,6 +192,32 @@ TEST(CudaMmaLayoutRules, RejectsWhatTheLayoutCannotHold) {
   EXPECT_THROW(
       pack_weight(test::random_weight(2, 16, 64, scheme(4, 16, false, false), false, rng), "w13"),
       Error);
+}
+
+// What `qmoe explain` reports as cuda-mma's copy of a layer (its descriptor's formula, from the
+// shapes) is what repack makes, and the padding is the code bytes of padded rows and columns.
+TEST(CudaMmaLayoutRules, DescriptorCountsThePreparedBytes) {
+  for (const test::CaseSpec& spec : test::prepared_bytes_layers()) {
+    const test::MoECase c = test::make_case(spec);
+    SCOPED_TRACE(to_string(spec.scheme));
+    const QuantizedWeight& w13 = c.experts->w13();
+    const bool gated = is_gated(c.config.activation);
+    const std::vector<int64_t> order =
+        gated ? gated_row_order(spec.I, c.config.activation == Activation::swigluoai)
+              : std::vector<int64_t>{};
+    int64_t total = 0, codes = 0;
+    for (const PackedWeight& p :
+         {pack_weight(w13, "w13", order), pack_weight(c.experts->w2(), "w2")}) {
+      total += int64_t(p.codes.size() + p.scale_pairs.size() * 4 + p.zero_pairs.size() * 2 +
+                       p.bias.size() * 4 + p.k_source.size() * 4 + p.span_group.size() * 4);
+      codes += int64_t(p.codes.size());
+    }
+    const int64_t canonical = w13.codes.nbytes() + c.experts->w2().codes.nbytes();
+    const PreparedBytes counted =
+        find_descriptor("cuda-mma")->prepared_bytes(describe(*c.experts, c.config));
+    EXPECT_EQ(counted.total, total);
+    EXPECT_EQ(counted.padding, codes - canonical);
+  }
 }
 
 // MXFP4 in int4's bit layout, with every e8m0 byte that validate() accepts as a bf16 scale.

@@ -61,7 +61,8 @@ LayerDesc described_layer(const ExplainOptions& o) {
                      .zero_point = o.zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
                      .group_size = o.group,
                      .act_order = o.act_order};
-  if (o.mxfp4 || o.w4a4) scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
+  if (o.mxfp4 || o.w4a4)
+    scheme = QuantScheme{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
   if (o.w4a4) scheme.activation_quant = ActivationQuant::mxfp4;
   MoEConfig config;
   config.num_experts = o.experts;
@@ -148,6 +149,10 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
                                            v.reason);
       fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
+    if (e.selection.weight_bytes > 0)
+      fmt::print("  weights as {} prepares them: {} ({} of codes padding N and K to its tiles)\n",
+                 e.selection.backend, format_bytes(e.selection.weight_bytes),
+                 format_bytes(e.selection.padding_bytes));
     for (const PlanStep& step : e.selection.plan) {
       fmt::print("  plan: {:<{}}  {}\n", step.backend, width, step.why);
       if (step.weight_bytes > 0)
@@ -194,6 +199,8 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
     g["chosen"] =
         e.selection.backend.empty() ? nlohmann::json() : nlohmann::json(e.selection.backend);
     if (!e.selection.error.empty()) g["error"] = e.selection.error;
+    g["weight_bytes"] = e.selection.weight_bytes;
+    g["padding_bytes"] = e.selection.padding_bytes;
     g["backends"] = nlohmann::json::array();
     for (const Verdict& v : e.selection.verdicts) {
       g["backends"].push_back({{"name", v.backend},

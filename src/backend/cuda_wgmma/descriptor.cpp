@@ -22,12 +22,15 @@ int64_t kernel_weight_bytes(const QuantScheme& s, int64_t E, int64_t N, int64_t 
   return E * N * K * s.bits / 8 + E * s.groups_for(K) * N * (2 + (s.has_zero_points() ? 4 : 0));
 }
 
-// Both weights, the f32 biases and, with act-order on w13, its int32 channel order.
-int64_t layer_bytes(const LayerDesc& l) {
+// Both weights, the f32 biases and, with act-order on w13, its int32 channel order; nothing is
+// padded (the descriptor requires whole tiles).
+PreparedBytes layer_bytes(const LayerDesc& l) {
   const int64_t E = l.num_experts, H = l.hidden, N1 = l.w13_rows();
-  return kernel_weight_bytes(l.w13_scheme, E, N1, H) +
-         kernel_weight_bytes(l.w2_scheme, E, H, l.intermediate) + (l.w13_bias ? E * N1 * 4 : 0) +
-         (l.w2_bias ? E * H * 4 : 0) + (l.w13_scheme.act_order ? E * H * 4 : 0);
+  return {kernel_weight_bytes(l.w13_scheme, E, N1, H) +
+              kernel_weight_bytes(l.w2_scheme, E, H, l.intermediate) +
+              (l.w13_bias ? E * N1 * 4 : 0) + (l.w2_bias ? E * H * 4 : 0) +
+              (l.w13_scheme.act_order ? E * H * 4 : 0),
+          0};
 }
 
 }  // namespace
@@ -62,7 +65,7 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
     // faster from 64 rows per expert on Mixtral, 40 on Qwen3-30B-A3B and 48 on DeepSeek-V3; from
     // 48 on, the kernel it picks is the faster one or within 1% of it on all three.
     b.large_batch_rows_per_expert = 48;
-    b.large_batch_weight_bytes = layer_bytes;
+    b.prepared_bytes = layer_bytes;
     return b;
   }();
   return d;
