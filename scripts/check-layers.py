@@ -14,11 +14,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Lowest first. A folder may include folders of a strictly lower layer (and itself).
 LAYERS = [
     ["core"],
-    ["quant", "act", "route", "device", "config", "sample", "cuda", "dist"],
+    ["quant", "act", "route", "device", "config", "sample", "cuda"],
     ["format"],
     ["oracle"],
     ["backend"],
-    ["moe"],
+    ["moe", "dist"],
     ["measure"],
 ]
 RANK = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}

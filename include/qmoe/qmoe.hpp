@@ -4,6 +4,7 @@
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/device.hpp"
+#include "qmoe/distributed.hpp"
 #include "qmoe/dtype.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
