@@ -154,6 +154,23 @@ TEST(Verify, FailsWhenABackendsOutputIsNotFinite) {
       << r.out;
 }
 
+// --tp / --ep run every rank of the plan (threads on the CPU) and check each rank's summed output;
+// a plan that cannot split the layer is a failed row naming the sizes that work.
+TEST(Verify, RunsEveryRankOfATpEpPlan) {
+  TempDir dir("verify_tp_ep");
+  const std::filesystem::path c = dir.path() / "c";
+  ASSERT_EQ(run_cli("sample " + c.string()).status, 0);
+  const CliRun r = run_cli("verify " + c.string() + " --tp 2 --ep 2 --quiet");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("tp 2 x ep 2 ranks on the CPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    1  tp2-ep2     cpu       f32"), std::string::npos) << r.out;
+  const CliRun bad = run_cli("verify " + c.string() + " --tp 3 --quiet");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("I = 256 does not split evenly. TP sizes that work: 1, 2"),
+            std::string::npos)
+      << bad.out;
+}
+
 // On a terminal, a layer that takes seconds shows what it is at: the progress line is redrawn at
 // each step within the layer (loading, reference, each backend), not only between layers. (The
 // float64 reference of 512 tokens takes over a second, the line's threshold.)

@@ -1,9 +1,15 @@
 // `qmoe verify DIR`: every MoE layer the checkpoint declares loads, and every backend that can run
 // it on this machine (CPU and each GPU) matches the float64 reference on random tokens. One row per
-// layer and backend; exit 1 when any row fails.
+// layer and backend; exit 1 when any row fails. With --tp / --ep, every rank of that plan runs
+// instead (ranks as threads on the CPU, each on the backend the oracle picks for its shard) and
+// every rank's summed output is checked.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
 #include <random>
+#include <thread>
 
 #include "command.hpp"
 #include "flag_checks.hpp"
@@ -11,6 +17,7 @@
 #include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "qmoe/distributed.hpp"
 #include "qmoe/oracle.hpp"
 #include "sample/random_moe.hpp"
 #include "threads_flag.hpp"
@@ -26,6 +33,7 @@ struct VerifyOptions {
   int64_t tokens = 16;
   uint64_t seed = 2026;
   bool quiet = false;
+  int tp = 1, ep = 1;
 };
 
 constexpr int kForwards = 3;  // timed per backend; the median is reported
@@ -88,13 +96,72 @@ std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& 
   return rows;
 }
 
+// Every rank of the tp x ep plan on the CPU, ranks as threads (their shards prepared first, so a
+// shard no backend takes fails before any rank waits in a collective); the row's error is the
+// largest over the ranks' outputs, its time the wall time of the ranks' forward.
+Row check_sharded(int layer, const MoEConfig& config, const QuantizedExperts& experts,
+                  const VerifyOptions& o, Progress& progress) {
+  const DType dtype = DType::f32;
+  Row r{.layer = layer,
+        .backend = fmt::format("tp{}-ep{}", o.tp, o.ep),
+        .device = "cpu",
+        .dtype = std::string(name(dtype)),
+        .bound = error_bound(dtype),
+        .failure = {}};
+  try {
+    std::mt19937_64 rng(o.seed + static_cast<uint64_t>(layer));
+    const std::string where = fmt::format("layer {}: ", layer);
+    progress.at(where + "float64 reference");
+    const sample::MoECase c = sample::make_case(config, experts.clone(), o.tokens, dtype, rng);
+    const ShardPlan plan =
+        plan_shards(describe(experts, config), ShardSpec{.tp_size = o.tp, .ep_size = o.ep});
+    const int world = plan.world_size();
+    const auto comms = local_communicators(world);
+    std::vector<std::unique_ptr<ShardedMoE>> ranks;
+    std::vector<Buffer> outs;
+    for (int rank = 0; rank < world; ++rank) {
+      progress.at(fmt::format("{}rank {} of {}, preparing", where, rank, world));
+      ranks.push_back(
+          std::make_unique<ShardedMoE>(c.config, *c.experts, plan, *comms[size_t(rank)], "auto"));
+      outs.emplace_back(dtype, std::initializer_list<int64_t>{o.tokens, config.hidden});
+    }
+    progress.at(fmt::format("{}{} ranks, forward", where, world));
+    std::vector<std::string> errors(static_cast<size_t>(world));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < world; ++rank)
+      threads.emplace_back([&, rank] {
+        try {
+          ranks[size_t(rank)]->forward(c.hidden.view(), c.router_logits.view(),
+                                       outs[size_t(rank)].view());
+        } catch (const Error& e) {
+          errors[size_t(rank)] = e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int rank = 0; rank < world; ++rank) {
+      if (!errors[size_t(rank)].empty())
+        throw Error(fmt::format("rank {}: {}", rank, errors[size_t(rank)]));
+      r.error = std::max(r.error, sample::relative_error(outs[size_t(rank)], c.reference));
+    }
+    if (!(r.error < r.bound)) r.failure = "error above the bound";
+  } catch (const Error& e) {
+    r.failure = e.what();
+    r.bound = 0;  // nothing ran to completion: no error or time to show
+  }
+  return r;
+}
+
 void run_verify(const VerifyOptions& o) {
   const Checkpoint ckpt = Checkpoint::open(o.dir, o.open.options());
+  const bool sharded = o.tp * o.ep > 1;
   const std::vector<DeviceDesc> devices = machine_devices();
   for (const DeviceDesc& device : devices)
     check_tokens_fit(o.tokens, ckpt.moe_config(), activation_dtype("auto", device.device()));
-  fmt::print("{}: {} checkpoint, {}, {} per check\n", o.dir, ckpt.format(),
-             to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"));
+  fmt::print("{}: {} checkpoint, {}, {} per check{}\n", o.dir, ckpt.format(),
+             to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"),
+             sharded ? fmt::format(", tp {} x ep {} ranks on the CPU", o.tp, o.ep) : "");
   fmt::print("{:>5}  {:<10}  {:<8}  {:<5}  {:>10}  {:>8}  {:>10}  {}\n", "layer", "backend",
              "device", "dtype", "rel. error", "bound", "time", "status");
   int failures = 0;
@@ -105,7 +172,8 @@ void run_verify(const VerifyOptions& o) {
     try {
       const QuantizedExperts experts = ckpt.load_layer(layer);
       const MoEConfig config = ckpt.layer_config(layer);
-      for (const DeviceDesc& device : devices) {
+      if (sharded) rows.push_back(check_sharded(layer, config, experts, o, progress));
+      for (const DeviceDesc& device : sharded ? std::vector<DeviceDesc>{} : devices) {
         for (Row& r : check_on(device, layer, config, experts, o, progress))
           rows.push_back(std::move(r));
       }
@@ -141,6 +209,12 @@ void add_verify(CLI::App& root) {
       ->check(at_least(1));
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress line");
+  cmd->add_option("--tp", o->tp, "Tensor-parallel ranks (run as threads on the CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", o->ep, "Expert-parallel ranks (run as threads on the CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->callback([o] { run_verify(*o); });
 }
 
