@@ -20,10 +20,13 @@ enum class ZeroPoint : uint8_t {
   explicit_  // an unsigned zero per (expert, row, group)
 };
 
-// What happens to the activations entering a GEMM with this weight.
+// What happens to the activations entering a GEMM with this weight. Both mxfp4 values are W4A4:
+// the activations are quantized on the fly to MXFP4, one e8m0 scale per 32 values along K; they
+// differ in how a block's scale follows its largest magnitude (src/quant/mxfp4.cpp).
 enum class ActivationQuant : uint8_t {
-  none,   // they stay in the hidden dtype (weight-only, WnA16)
-  mxfp4,  // W4A4: quantized on the fly to MXFP4, one e8m0 scale per 32 values along K
+  none,        // they stay in the hidden dtype (weight-only, WnA16)
+  mxfp4,       // scale 2^(floor(log2 max) - 2): the OCP MX v1.0 rule, Quark's "floor"
+  mxfp4_even,  // the same after rounding max up to a power of two from 1.75: Quark's "even"
 };
 
 inline constexpr int kChannelwise = -1;
@@ -35,7 +38,7 @@ struct QuantScheme {
   int group_size = 128;                   // kChannelwise, or any divisor of K
   bool act_order = false;                 // g_idx present: input channel k uses group g_idx[k]
   DType source_scale_dtype = DType::f16;  // what the checkpoint stored (scales are f32 here)
-  ActivationQuant activation_quant = ActivationQuant::none;  // mxfp4: only with mxfp4 weights
+  ActivationQuant activation_quant = ActivationQuant::none;  // mxfp4*: only with mxfp4 weights
 
   bool has_zero_points() const { return zero_point == ZeroPoint::explicit_; }
   int64_t group_size_for(int64_t K) const { return group_size == kChannelwise ? K : group_size; }
@@ -47,7 +50,8 @@ struct QuantScheme {
 
 // Throws Error unless bits/group size/kind are a combination qmoe can represent.
 void validate(const QuantScheme& scheme);
-// e.g. "int4 g128 asym act-order", "mxfp4", "mxfp4 w4a4" (MXFP4 activations too)
+// e.g. "int4 g128 asym act-order", "mxfp4", "mxfp4 w4a4" (MXFP4 activations too), "mxfp4 w4a4
+// (even scales)" (with Quark's even activation scales)
 std::string to_string(const QuantScheme& scheme);
 
 // One stacked expert weight, logically [E, N, K] (N = output features, K = input features).

@@ -11,7 +11,8 @@
 // fnmatch globs. A layer config holds tensor specs weight / input_tensors / output_tensors /
 // bias, each with dtype, qscheme, group_size, scale_format, is_dynamic, scale_calculation_mode.
 // qmoe reads MXFP4 weights (dtype fp4, per_group 32, e8m0), without activation quantization
-// (W4A16, vLLM's w_mxfp4) or with dynamic MXFP4 activations (W4A4, w_mxfp4_a_mxfp4).
+// (W4A16, vLLM's w_mxfp4) or with dynamic MXFP4 activations (W4A4, w_mxfp4_a_mxfp4), whose
+// scale_calculation_mode "even" (Quark's default) or "floor" picks the block scale rule.
 #include <cstring>
 
 #include "core/check.hpp"
@@ -30,7 +31,7 @@ constexpr const char* kValidWeight =
     "valid: dtype fp4, qscheme per_group, group_size 32, scale_format e8m0 (OCP MXFP4)";
 constexpr const char* kValidInput =
     "valid: null (W4A16), or dtype fp4, qscheme per_group, group_size 32, is_dynamic true, "
-    "scale_calculation_mode floor (W4A4)";
+    "scale_calculation_mode even or floor (W4A4)";
 
 // The MXFP4 fields a weight or input spec must hold; `valid` ends the message when one differs.
 void expect_mx_fp4(const ordered_json& spec, const std::string& where, const char* valid) {
@@ -80,14 +81,11 @@ std::optional<QuantScheme> quark_scheme(const ordered_json& layer, const std::st
   expect_mx_fp4(*input, in, kValidInput);
   check(get_bool(*input, "is_dynamic", in, false),
         "{}: static activation scales are not supported ({})", in, kValidInput);
-  // Quark's default rule, "even", rounds the block maximum up to a power of two when its mantissa
-  // is 1.75 or more before taking the exponent; qmoe emulates the OCP MX v1.0 floor rule only.
+  // Absent, Quark's OCP_MXFP4Spec takes "even". ("ceil" has no e8m0 scale rule in qmoe.)
   const std::string rule = get_string(*input, "scale_calculation_mode", in, "even");
-  check(rule == "floor",
-        "{}: scale_calculation_mode '{}' is not supported: qmoe quantizes activations by the OCP "
-        "MX v1.0 rule, Quark's 'floor' ({})",
+  check(rule == "even" || rule == "floor", "{}: scale_calculation_mode '{}' is not supported ({})",
         in, rule, kValidInput);
-  s.activation_quant = ActivationQuant::mxfp4;
+  s.activation_quant = rule == "even" ? ActivationQuant::mxfp4_even : ActivationQuant::mxfp4;
   return s;
 }
 
@@ -194,7 +192,8 @@ class QuarkAdapter final : public FormatAdapter {
   void write(SafetensorsWriter& out, const ProjectionSpec& spec, const Projection& p,
              const WriteOptions& options) const override {
     check(spec.scheme.kind == WeightKind::mxfp4,
-          "{}: the quark format holds MXFP4 (OCP MX) weights, not {} (valid: mxfp4, mxfp4 w4a4)",
+          "{}: the quark format holds MXFP4 (OCP MX) weights, not {} (valid: mxfp4, with or "
+          "without MXFP4 activations)",
           spec.module, to_string(spec.scheme));
     const int64_t N = spec.N, K = spec.K;
     std::vector<uint8_t> packed(static_cast<size_t>(N * K / 2));
@@ -206,7 +205,7 @@ class QuarkAdapter final : public FormatAdapter {
   }
 
   ordered_json quantization_config(const QuantScheme& s, const WriteOptions&) const override {
-    const auto mx_spec = [](bool dynamic) {
+    const auto mx_spec = [](bool dynamic, const char* rule) {
       return ordered_json{{"dtype", "fp4"},
                           {"qscheme", "per_group"},
                           {"group_size", kMxBlock},
@@ -214,11 +213,14 @@ class QuarkAdapter final : public FormatAdapter {
                           {"scale_format", "e8m0"},
                           {"is_dynamic", dynamic},
                           {"round_method", "half_even"},
-                          {"scale_calculation_mode", "floor"}};
+                          {"scale_calculation_mode", rule}};
     };
-    const bool w4a4 = s.activation_quant == ActivationQuant::mxfp4;
-    const ordered_json global = {{"weight", mx_spec(false)},
-                                 {"input_tensors", w4a4 ? mx_spec(true) : ordered_json(nullptr)},
+    const ordered_json input =
+        s.activation_quant == ActivationQuant::none
+            ? ordered_json(nullptr)
+            : mx_spec(true, s.activation_quant == ActivationQuant::mxfp4_even ? "even" : "floor");
+    const ordered_json global = {{"weight", mx_spec(false, "floor")},
+                                 {"input_tensors", input},
                                  {"output_tensors", nullptr},
                                  {"bias", nullptr}};
     return {{"quant_method", "quark"},

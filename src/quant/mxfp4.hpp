@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <span>
 
+#include "qmoe/quant.hpp"
+
 namespace qmoe {
 
 inline constexpr int kMxBlock = 32;  // values sharing one e8m0 scale
@@ -29,8 +31,9 @@ inline float e8m0_to_float(uint8_t s) {
 int float_to_e2m1(double x);
 
 // Quantizes activations to MXFP4 and back, in place, block by block of 32 consecutive values (the
-// K axis of the GEMM they enter): what a W4A4 GEMM sees. values.size() must be a multiple of 32.
+// K axis of the GEMM they enter), each block's scale chosen by `rule` (mxfp4 or mxfp4_even): what
+// a W4A4 GEMM sees. values.size() must be a multiple of 32.
 template <class T>
-void mxfp4_quantize_dequantize(std::span<T> values);
+void mxfp4_quantize_dequantize(std::span<T> values, ActivationQuant rule);
 
 }  // namespace qmoe

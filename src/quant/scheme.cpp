@@ -25,8 +25,13 @@ void validate(const QuantScheme& s) {
 }
 
 std::string to_string(const QuantScheme& s) {
-  if (s.kind == WeightKind::mxfp4)
-    return s.activation_quant == ActivationQuant::mxfp4 ? "mxfp4 w4a4" : "mxfp4";
+  if (s.kind == WeightKind::mxfp4) {
+    switch (s.activation_quant) {
+      case ActivationQuant::none: return "mxfp4";
+      case ActivationQuant::mxfp4: return "mxfp4 w4a4";
+      case ActivationQuant::mxfp4_even: return "mxfp4 w4a4 (even scales)";
+    }
+  }
   std::string text = fmt::format("int{} ", s.bits);
   text +=
       s.group_size == kChannelwise ? std::string("channelwise") : fmt::format("g{}", s.group_size);

@@ -76,13 +76,17 @@ std::vector<double> apply(const DecodedExpert& d, const std::vector<double>& x, 
   return y;
 }
 
-// W4A4's input quantization per the OCP MX v1.0 specification (section 6.3), written apart from
-// the code under test: per block of 32 along K the scale is 2^(floor(log2 max|x|) - 2) (2: the
-// exponent of e2m1's largest value, 6 = 1.5 * 2^2), at least 2^-127 (e8m0's smallest); each
-// element becomes the e2m1 value nearest to x / scale, rounding halfway cases to an even multiple
-// of e2m1's spacing there (ties to even), at most 6 in magnitude. A non-finite block is NaN.
+// W4A4's input quantization, written apart from the code under test. Per block of 32 along K the
+// scale is 2^(floor(log2 max|x|) - 2) (2: the exponent of e2m1's largest value, 6 = 1.5 * 2^2), at
+// least 2^-127 (e8m0's smallest): the OCP MX v1.0 specification (section 6.3). Quark's "even"
+// rule (mxfp4_even) first rounds max|x| to a power of two: 2^e from 2^e up to but not including
+// 1.75 * 2^e, 2^(e+1) from there. Quark rounds in float32, where 2^128 is infinity, and clamps
+// infinity's scale exponent to e8m0's largest, 127. Each element becomes the e2m1 value nearest
+// to x / scale, rounding halfway cases to an even multiple of e2m1's spacing there (ties to
+// even), at most 6 in magnitude. A non-finite block is NaN.
 void mx_quantize_input(const QuantScheme& s, std::vector<double>& x) {
-  if (s.activation_quant != ActivationQuant::mxfp4) return;
+  if (s.activation_quant == ActivationQuant::none) return;
+  const bool even = s.activation_quant == ActivationQuant::mxfp4_even;
   for (size_t block = 0; block < x.size(); block += 32) {
     const auto begin = x.begin() + static_cast<ptrdiff_t>(block), end = begin + 32;
     if (!std::all_of(begin, end, [](double v) { return std::isfinite(v); })) {
@@ -92,7 +96,9 @@ void mx_quantize_input(const QuantScheme& s, std::vector<double>& x) {
     double amax = 0.0;
     for (auto it = begin; it != end; ++it) amax = std::max(amax, std::fabs(*it));
     if (amax == 0.0) continue;
-    const double scale = std::ldexp(1.0, std::max(std::ilogb(amax) - 2, -127));
+    int e = std::ilogb(amax);
+    if (even && amax >= 1.75 * std::ldexp(1.0, e)) ++e;
+    const double scale = std::ldexp(1.0, even && e >= 128 ? 127 : std::max(e - 2, -127));
     for (auto it = begin; it != end; ++it) {
       const double v = std::fabs(*it) / scale;
       // e2m1's values are 0, 0.5, 1, 1.5, 2, 3, 4, 6: spacing 0.5 below 2, 1 below 4, 2 above.

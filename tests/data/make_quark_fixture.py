@@ -18,8 +18,8 @@ OCP_MXFP4Spec weights (e2m1, e8m0 scale per 32 along K), export_safetensors writ
 excluded, so they stay float and appear in the config's `exclude` list.
 
   quark-library-mxfp4       weights only (W4A16)
-  quark-library-mxfp4-w4a4  plus dynamic OCP_MXFP4Spec input_tensors (W4A4), whose scale rule is
-                            set to "floor" (the OCP MX v1.0 rule; Quark's default is "even")
+  quark-library-mxfp4-w4a4  plus dynamic OCP_MXFP4Spec input_tensors (W4A4) with Quark's default
+                            scale rule, "even"
 
 reference/dequantized.safetensors holds, per expert projection, the library's own values of the
 frozen model: each expert's get_quant_weight (the weight its forward multiplies by, e2m1 values
@@ -80,9 +80,8 @@ def make_fixture(out_dir, seed, w4a4):
     weight = OCP_MXFP4Spec(ch_axis=-1, is_dynamic=False).to_quantization_spec()
     inputs = None
     if w4a4:
-        inputs = OCP_MXFP4Spec(
-            ch_axis=-1, is_dynamic=True, scale_calculation_mode="floor"
-        ).to_quantization_spec()
+        inputs = OCP_MXFP4Spec(ch_axis=-1, is_dynamic=True).to_quantization_spec()
+        assert inputs.scale_calculation_mode == "even", inputs.scale_calculation_mode
     config = QConfig(
         global_quant_config=QLayerConfig(weight=weight, input_tensors=inputs),
         exclude=["lm_head", "*self_attn*", "*.mlp.gate"],

@@ -29,7 +29,7 @@ QuantScheme mxfp4(ActivationQuant activations = ActivationQuant::none) {
 TEST(QuarkLibraryFixtures, DequantizeExactlyAsTheLibraryDoes) {
   const std::pair<const char*, ActivationQuant> fixtures[] = {
       {"quark-library-mxfp4", ActivationQuant::none},
-      {"quark-library-mxfp4-w4a4", ActivationQuant::mxfp4}};
+      {"quark-library-mxfp4-w4a4", ActivationQuant::mxfp4_even}};
   for (const auto& [name, activations] : fixtures) {
     SCOPED_TRACE(name);
     const std::filesystem::path dir = std::filesystem::path(QMOE_TEST_DATA_DIR) / name;
@@ -121,6 +121,29 @@ TEST(Quark, LayerQuantConfigOverridesTheGlobalScheme) {
   EXPECT_EQ(ckpt.load_layer(1).w13().scheme, mxfp4(ActivationQuant::mxfp4));
 }
 
+// input_tensors' scale_calculation_mode picks the activation scale rule; Quark writes "even" when
+// not told otherwise, and a config without the field means the same.
+TEST(Quark, ActivationScaleRuleFollowsScaleCalculationMode) {
+  const std::pair<const char*, ActivationQuant> modes[] = {{"even", ActivationQuant::mxfp4_even},
+                                                           {"floor", ActivationQuant::mxfp4},
+                                                           {nullptr, ActivationQuant::mxfp4_even}};
+  for (const auto& [mode, rule] : modes) {
+    SCOPED_TRACE(mode ? mode : "(absent)");
+    test::ScratchDir dir("quark");
+    write_layers(dir.path(), 1);
+    edit_quant(dir.path(), [mode = mode](ordered_json& q) {
+      ordered_json& input = q["global_quant_config"]["input_tensors"];
+      input = q["global_quant_config"]["weight"];
+      input["is_dynamic"] = true;
+      if (mode)
+        input["scale_calculation_mode"] = mode;
+      else
+        input.erase("scale_calculation_mode");
+    });
+    EXPECT_EQ(Checkpoint::open(dir.path()).load_layer(0).w13().scheme, mxfp4(rule));
+  }
+}
+
 struct Refusal {
   const char* name;
   std::function<void(ordered_json&)> edit;
@@ -138,13 +161,13 @@ TEST(Quark, UnsupportedSchemesAreRefusedWithWhatIsValid) {
                                                       {"qscheme", "per_tensor"}};
        },
        "input_tensors: dtype 'fp8_e4m3' is not supported (valid: null (W4A16), or dtype fp4"},
-      {"Quark's even rule",
+      {"Quark's ceil rule",
        [](ordered_json& q) {
          q["global_quant_config"]["input_tensors"] = q["global_quant_config"]["weight"];
          q["global_quant_config"]["input_tensors"]["is_dynamic"] = true;
-         q["global_quant_config"]["input_tensors"]["scale_calculation_mode"] = "even";
+         q["global_quant_config"]["input_tensors"]["scale_calculation_mode"] = "ceil";
        },
-       "scale_calculation_mode 'even' is not supported"},
+       "scale_calculation_mode 'ceil' is not supported (valid: null (W4A16), or dtype fp4"},
       {"static fp4 activations",
        [](ordered_json& q) {
          q["global_quant_config"]["input_tensors"] = q["global_quant_config"]["weight"];

@@ -198,9 +198,11 @@ TEST(RoundTrip, Mxfp4GptOss) {
   }
 }
 
-// AMD Quark: per-expert U8 codes and e8m0 scales, weight-only and W4A4, with and without bias.
+// AMD Quark: per-expert U8 codes and e8m0 scales, weight-only and W4A4 (floor and even activation
+// scales), with and without bias.
 TEST(RoundTrip, QuarkMxfp4) {
-  for (ActivationQuant activations : {ActivationQuant::none, ActivationQuant::mxfp4}) {
+  for (ActivationQuant activations :
+       {ActivationQuant::none, ActivationQuant::mxfp4, ActivationQuant::mxfp4_even}) {
     for (bool bias : {false, true}) {
       QuantScheme mx{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
       mx.activation_quant = activations;

@@ -279,27 +279,30 @@ TEST(UpstreamRegression, EmulationIsNeverChosenByAuto) {  // #19, PR #41436
 }
 
 TEST(Selection, W4A4IsEmulatedOnlyAndAutoSaysHowToAskForIt) {
-  QuantScheme w4a4 = test::mxfp4_scheme();
-  w4a4.activation_quant = ActivationQuant::mxfp4;
-  const LayerDesc l = with_scheme(base_layer(), w4a4);
-  for (const DeviceDesc& device : {x86(), parse_device("h100")}) {
-    const Selection s = evaluate(l, device, "auto");
-    EXPECT_TRUE(s.backend.empty()) << device.name;
-    for (const Verdict& v : s.verdicts) {
-      const bool other_platform = v.reason.rfind("runs on", 0) == 0;
-      if (v.backend == "emulation" || other_platform) continue;
-      EXPECT_NE(v.reason.find("weights: MXFP4 activations (W4A4) are emulated only"),
-                std::string::npos)
-          << v.backend << " on " << device.name << ": " << v.reason;
+  // Either activation scale rule: the OCP floor one and Quark's even one.
+  for (const ActivationQuant rule : {ActivationQuant::mxfp4, ActivationQuant::mxfp4_even}) {
+    QuantScheme w4a4 = test::mxfp4_scheme();
+    w4a4.activation_quant = rule;
+    const LayerDesc l = with_scheme(base_layer(), w4a4);
+    for (const DeviceDesc& device : {x86(), parse_device("h100")}) {
+      const Selection s = evaluate(l, device, "auto");
+      EXPECT_TRUE(s.backend.empty()) << device.name << ", " << to_string(w4a4);
+      for (const Verdict& v : s.verdicts) {
+        const bool other_platform = v.reason.rfind("runs on", 0) == 0;
+        if (v.backend == "emulation" || other_platform) continue;
+        EXPECT_NE(v.reason.find("weights: MXFP4 activations (W4A4) are emulated only"),
+                  std::string::npos)
+            << v.backend << " on " << device.name << ", " << to_string(w4a4) << ": " << v.reason;
+      }
     }
+    expect_error([&] { select(l, x86()); }, "--backend emulation");
+    EXPECT_EQ(select(l, x86(), "emulation").backend, "emulation");
   }
-  expect_error([&] { select(l, x86()); }, "--backend emulation");
-  EXPECT_EQ(select(l, x86(), "emulation").backend, "emulation");
   // The same weights without activation quantization stay with the fast backends' own rules.
-  EXPECT_EQ(verdict_of(evaluate(with_scheme(base_layer(), test::mxfp4_scheme()), x86(), "auto"),
-                       "cpu")
-                .reason.find("W4A4"),
-            std::string::npos);
+  EXPECT_EQ(
+      verdict_of(evaluate(with_scheme(base_layer(), test::mxfp4_scheme()), x86(), "auto"), "cpu")
+          .reason.find("W4A4"),
+      std::string::npos);
 }
 
 TEST(UpstreamRegression, NoBackendSaysWhatToChange) {

@@ -165,7 +165,7 @@ void add_sample(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--scheme", o->scheme,
                   "int4-g128, int8-g32-asym, int4-channelwise, int4-g128-act-order, mxfp4, "
-                  "mxfp4-w4a4 (quark), ... "
+                  "mxfp4-w4a4, mxfp4-w4a4-even (quark), ... "
                   "(default: the format's usual one)");
   cmd->add_option("--layers", o->layers, "MoE layers")
       ->capture_default_str()

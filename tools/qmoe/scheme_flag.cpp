@@ -10,7 +10,8 @@ namespace {
 
 [[noreturn]] void bad_scheme(const std::string& text, const std::string& why) {
   usage_error(
-      "--scheme '{}': {} (expected mxfp4, mxfp4-w4a4, or int4 / int8 followed by -gN or "
+      "--scheme '{}': {} (expected mxfp4, mxfp4-w4a4, mxfp4-w4a4-even, or int4 / int8 followed "
+      "by -gN or "
       "-channelwise, "
       "-asym, -act-order; e.g. int4-g128, int8-g32-asym)",
       text, why);
@@ -19,9 +20,10 @@ namespace {
 }  // namespace
 
 QuantScheme parse_scheme_flag(const std::string& text) {
-  if (text == "mxfp4" || text == "mxfp4-w4a4") {
+  if (text == "mxfp4" || text == "mxfp4-w4a4" || text == "mxfp4-w4a4-even") {
     QuantScheme s{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
     if (text == "mxfp4-w4a4") s.activation_quant = ActivationQuant::mxfp4;
+    if (text == "mxfp4-w4a4-even") s.activation_quant = ActivationQuant::mxfp4_even;
     return s;
   }
   QuantScheme s{.bits = 4, .group_size = 128};

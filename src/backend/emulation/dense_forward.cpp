@@ -32,7 +32,7 @@ void matvec(const float* W, const float* b, const Acc* x, int64_t N, int64_t K, 
 
 template <class Acc>
 void quantize_input(ActivationQuant q, std::vector<Acc>& x) {
-  if (q == ActivationQuant::mxfp4) mxfp4_quantize_dequantize(std::span<Acc>(x));
+  if (q != ActivationQuant::none) mxfp4_quantize_dequantize(std::span<Acc>(x), q);
 }
 
 }  // namespace
