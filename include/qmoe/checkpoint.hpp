@@ -88,6 +88,13 @@ class Checkpoint {
   // a missing expert or projection, inconsistent shapes, or a quantized router (the router must
   // stay in float).
   QuantizedExperts load_layer(int layer) const;
+  // Experts [first, first + count) of one layer only (expert e becomes e - first), reading only
+  // their tensors where the format stores experts one by one (gpt-oss's fused tensors are read
+  // whole and sliced). For an expert-parallel rank: load_experts(layer, r.first_expert,
+  // r.num_experts) of its RankShard.
+  QuantizedExperts load_experts(int layer, int64_t first, int64_t count) const;
+  // Bytes of the checkpoint tensors load_experts(layer, first, count) reads.
+  int64_t experts_bytes(int layer, int64_t first, int64_t count) const;
   // moe_config() plus what one layer stores beside its experts: the router's score correction
   // bias (DeepSeek-V3 `mlp.gate.e_score_correction_bias`, [E]) when present.
   MoEConfig layer_config(int layer) const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "qmoe/checkpoint.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/moe.hpp"
 #include "qmoe/quant.hpp"
@@ -46,6 +47,11 @@ class ShardedMoE {
   // `experts` is the whole layer; the rank keeps its own slice only.
   ShardedMoE(const MoEConfig& config, const QuantizedExperts& experts, const ShardPlan& plan,
              Communicator& comm, const std::string& backend = "auto", Device device = {});
+  // From the rank's own slice (shard_experts(layer, plan, comm.rank()), or load_shard), so the
+  // rank never holds the whole layer.
+  static ShardedMoE of_rank(const MoEConfig& config, QuantizedExperts rank_experts,
+                            const ShardPlan& plan, Communicator& comm,
+                            const std::string& backend = "auto", Device device = {});
 
   int rank() const { return comm_->rank(); }
   const MoE& local() const { return local_; }
@@ -60,6 +66,9 @@ class ShardedMoE {
   void forward_token_split(TensorView hidden, TensorView router_logits, TensorView out) const;
 
  private:
+  struct RankSlice {};
+  ShardedMoE(RankSlice, const MoEConfig& config, QuantizedExperts rank_experts,
+             const ShardPlan& plan, Communicator& comm, const std::string& backend, Device device);
   // The rank's partial output [M, H] for the whole layer's tokens.
   void partial_forward(TensorView hidden, TensorView router_logits, TensorView out) const;
 
@@ -68,5 +77,10 @@ class ShardedMoE {
   Communicator* comm_;
   MoE local_;
 };
+
+// One rank's slice of a checkpoint layer, equal to shard_experts(ckpt.load_layer(layer), plan,
+// rank) but reading only the rank's experts (Checkpoint::load_experts); the TP cut of their
+// channels is made after reading.
+QuantizedExperts load_shard(const Checkpoint& ckpt, int layer, const ShardPlan& plan, int rank);
 
 }  // namespace qmoe

@@ -10,11 +10,22 @@ namespace qmoe {
 ShardedMoE::ShardedMoE(const MoEConfig& config, const QuantizedExperts& experts,
                        const ShardPlan& plan, Communicator& comm, const std::string& backend,
                        Device device)
+    : ShardedMoE(RankSlice{}, config, shard_experts(experts, plan, comm.rank()), plan, comm,
+                 backend, device) {}
+
+ShardedMoE ShardedMoE::of_rank(const MoEConfig& config, QuantizedExperts rank_experts,
+                               const ShardPlan& plan, Communicator& comm,
+                               const std::string& backend, Device device) {
+  return ShardedMoE(RankSlice{}, config, std::move(rank_experts), plan, comm, backend, device);
+}
+
+ShardedMoE::ShardedMoE(RankSlice, const MoEConfig& config, QuantizedExperts rank_experts,
+                       const ShardPlan& plan, Communicator& comm, const std::string& backend,
+                       Device device)
     : config_(config),
       plan_(plan),
       comm_(&comm),
-      local_(shard_config(config, plan, comm.rank()), shard_experts(experts, plan, comm.rank()),
-             backend, device) {
+      local_(shard_config(config, plan, comm.rank()), std::move(rank_experts), backend, device) {
   check(comm.size() == plan.world_size(),
         "ShardedMoE: the communicator has {} ranks but the plan (tp {} x ep {}) needs {}",
         comm.size(), plan.spec.tp_size, plan.spec.ep_size, plan.world_size());
@@ -56,6 +67,18 @@ void ShardedMoE::forward_token_split(TensorView hidden, TensorView router_logits
   Buffer partial(out.dtype(), {all, H});
   partial_forward(all_hidden.view(), all_logits.view(), partial.view());
   comm_->reduce_scatter_sum(partial.view(), out);
+}
+
+QuantizedExperts load_shard(const Checkpoint& ckpt, int layer, const ShardPlan& plan, int rank) {
+  check(rank >= 0 && rank < plan.world_size(), "load_shard: rank {} is outside 0..{}", rank,
+        plan.world_size() - 1);
+  const RankShard& r = plan.ranks[static_cast<size_t>(rank)];
+  const QuantizedExperts mine = ckpt.load_experts(layer, r.first_expert, r.num_experts);
+  // The same cut of channels over the rank's experts alone: a TP-only plan of those experts.
+  LayerDesc local = plan.layer;
+  local.num_experts = r.num_experts;
+  const ShardSpec tp_only{.tp_size = plan.spec.tp_size, .word_bits = plan.spec.word_bits};
+  return shard_experts(mine, plan_shards(local, tp_only), r.tp_rank);
 }
 
 }  // namespace qmoe

@@ -219,32 +219,66 @@ MoEConfig Checkpoint::layer_config(int layer) const {
 }
 
 QuantizedExperts Checkpoint::load_layer(int layer) const {
+  return load_experts(layer, 0, impl_->config.moe.num_experts);
+}
+
+namespace {
+
+void check_expert_range(int64_t first, int64_t count, int64_t E) {
+  check(first >= 0 && count >= 1 && first + count <= E,
+        "experts [{}, {}) are not a range of this layer's {} experts (valid: 0 <= first, "
+        "1 <= count, first + count <= {})",
+        first, first + count, E, E);
+}
+
+}  // namespace
+
+QuantizedExperts Checkpoint::load_experts(int layer, int64_t first, int64_t count) const {
   const Impl& m = *impl_;
   m.require_layer(layer);
   m.check_router(layer);
+  const MoEConfig& c = m.config.moe;
+  check_expert_range(first, count, c.num_experts);
   if (m.layout.naming == ExpertNaming::gpt_oss) {
-    return format::read_mxfp4_layer(m.store, m.layout.experts_prefix(layer), m.config.moe);
+    QuantizedExperts all = format::read_mxfp4_layer(m.store, m.layout.experts_prefix(layer), c);
+    if (count == c.num_experts) return all;
+    return QuantizedExperts(format::expert_range(all.w13(), first, count),
+                            format::expert_range(all.w2(), first, count));
   }
   const std::vector<Role> roles = m.roles();
-  const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, 0, roles.front()), layer);
-  const MoEConfig& c = m.config.moe;
-  QuantizedWeight w13 =
-      format::allocate_stacked(c.num_experts, c.w13_rows(), c.hidden, s, c.w13_bias);
-  QuantizedWeight w2 =
-      format::allocate_stacked(c.num_experts, c.hidden, c.intermediate, s, c.w2_bias);
+  const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, first, roles.front()), layer);
+  QuantizedWeight w13 = format::allocate_stacked(count, c.w13_rows(), c.hidden, s, c.w13_bias);
+  QuantizedWeight w2 = format::allocate_stacked(count, c.hidden, c.intermediate, s, c.w2_bias);
   const std::string what = fmt::format("layer {}", layer);
   // Experts convert in parallel, each straight into its rows of the stacked weights.
-  format::for_each_index(c.num_experts, [&](int64_t e) {
+  format::for_each_index(count, [&](int64_t i) {
     int part = 0;
     for (Role role : roles) {
       QuantizedWeight& w = role == Role::down ? w2 : w13;
       const int64_t row0 = role == Role::down || part == 0 ? 0 : c.intermediate;
-      const format::Projection p = m.read(layer, e, role, s, format::stacked_codes(w, e, row0));
-      format::put_projection(w, e, row0, role == Role::down ? 0 : part++, p,
+      const format::Projection p =
+          m.read(layer, first + i, role, s, format::stacked_codes(w, i, row0));
+      format::put_projection(w, i, row0, role == Role::down ? 0 : part++, p,
                              what + (role == Role::down ? " w2" : " w13"));
     }
   });
   return QuantizedExperts(std::move(w13), std::move(w2));
+}
+
+int64_t Checkpoint::experts_bytes(int layer, int64_t first, int64_t count) const {
+  const Impl& m = *impl_;
+  m.require_layer(layer);
+  check_expert_range(first, count, m.config.moe.num_experts);
+  if (m.layout.naming == ExpertNaming::gpt_oss) return layer_bytes(layer);  // read whole
+  int64_t bytes = 0;
+  for (int64_t e = first; e < first + count; ++e)
+    for (Role role : m.roles()) {
+      const std::string prefix = m.layout.expert_module(layer, e, role) + ".";
+      for (auto it = m.store.tensors().lower_bound(prefix);
+           it != m.store.tensors().end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+        bytes += static_cast<int64_t>(it->second.bytes.size());
+    }
+  return bytes;
 }
 
 }  // namespace qmoe

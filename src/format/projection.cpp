@@ -1,4 +1,6 @@
 #include "format/projection.hpp"
+#include <cstring>
+#include <vector>
 
 #include <algorithm>
 
@@ -20,6 +22,23 @@ QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantSch
   if (scheme.act_order) w.g_idx = Buffer(DType::i32, {E, K});
   if (bias) w.bias = Buffer(DType::f32, {E, N});
   return w;
+}
+
+QuantizedWeight expert_range(const QuantizedWeight& w, int64_t first, int64_t count) {
+  // Every part is [E, ...] row-major: the experts' block is one contiguous copy.
+  auto slice = [&](const Buffer& b) {
+    if (b.empty()) return Buffer{};
+    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    const int64_t per_expert = b.nbytes() / shape[0];
+    shape[0] = count;
+    Buffer out(b.dtype(), std::span<const int64_t>(shape));
+    std::memcpy(out.data(), static_cast<const std::byte*>(b.data()) + first * per_expert,
+                static_cast<size_t>(count * per_expert));
+    return out;
+  };
+  return QuantizedWeight{
+      w.scheme,       count,          w.N,           w.K,     slice(w.codes), slice(w.scales),
+      slice(w.zeros), slice(w.g_idx), slice(w.bias), w.K_full};
 }
 
 uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0) {

@@ -30,6 +30,9 @@ struct Projection {
 QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
                                  bool bias);
 
+// Experts [first, first + count) of a stacked weight (every part sliced along its expert axis).
+QuantizedWeight expert_range(const QuantizedWeight& w, int64_t first, int64_t count);
+
 // The canonical packed codes of rows [row0, ...) of expert e of `w`: ProjectionSpec::codes_out.
 uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0);
 
