@@ -1,6 +1,6 @@
 """qmoe: weight-only quantized Mixture-of-Experts layers (int4/int8 with group scales, zero
-points, act-order, bias; MXFP4) from checkpoints or tensors, run on the CPU or a CUDA GPU with
-NumPy or PyTorch tensors, without copies.
+points, act-order, bias; MXFP4, and MXFP4 activations emulated) from checkpoints or tensors, run
+on the CPU or a CUDA GPU with NumPy or PyTorch tensors, without copies.
 
     import qmoe
     moe = qmoe.MoE.from_checkpoint("tests/data/awq-int4-g32-bias", layer=0)
@@ -8,6 +8,7 @@ NumPy or PyTorch tensors, without copies.
 """
 from ._qmoe import (
     Activation,
+    ActivationQuant,
     DType,
     Error,
     MoEConfig,
@@ -33,6 +34,7 @@ from . import _torch_op
 
 __all__ = [
     "Activation",
+    "ActivationQuant",
     "Checkpoint",
     "DType",
     "Error",

@@ -50,8 +50,8 @@ class MoE:
     @classmethod
     def from_layout(cls, format, tensors, config, scheme, *, gptq_version=1, **kwargs):
         """From a layer's tensors in a checkpoint format's layout ("gptq", "awq",
-        "compressed-tensors"), named "{expert}.{gate_proj|up_proj|down_proj}.{tensor}", read by
-        the checkpoint reader's adapters (qmoe.experts_from_layout)."""
+        "compressed-tensors", "quark"), named "{expert}.{gate_proj|up_proj|down_proj}.{tensor}",
+        read by the checkpoint reader's adapters (qmoe.experts_from_layout)."""
         experts = _qmoe.experts_from_layout(format, tensors, config, scheme, gptq_version)
         return cls(config, experts, **kwargs)
 

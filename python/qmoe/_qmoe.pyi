@@ -77,16 +77,33 @@ class WeightKind(enum.Enum):
 
     mxfp4 = 1
 
+class ActivationQuant(enum.Enum):
+    """
+    Activations entering each GEMM: kept (none), or quantized to MXFP4 with OCP floor scales (mxfp4) or Quark's even scales (mxfp4_even).
+    """
+
+    none = 0
+
+    mxfp4 = 1
+
+    mxfp4_even = 2
+
 class QuantScheme:
     """How expert weights are quantized; group_size -1 = channelwise."""
 
-    def __init__(self, bits: int = 4, group_size: int = 128, zero_points: bool = False, act_order: bool = False, kind: WeightKind = WeightKind.integer) -> None: ...
+    def __init__(self, bits: int = 4, group_size: int = 128, zero_points: bool = False, act_order: bool = False, kind: WeightKind = WeightKind.integer, activation_quant: ActivationQuant = ActivationQuant.none) -> None: ...
 
     @property
     def kind(self) -> WeightKind: ...
 
     @kind.setter
     def kind(self, arg: WeightKind, /) -> None: ...
+
+    @property
+    def activation_quant(self) -> ActivationQuant: ...
+
+    @activation_quant.setter
+    def activation_quant(self, arg: ActivationQuant, /) -> None: ...
 
     @property
     def bits(self) -> int: ...
@@ -417,5 +434,5 @@ class MoE:
 
 def experts_from_layout(format: str, tensors: Mapping[str, Annotated[NDArray, dict(writable=False)]], config: MoEConfig, scheme: QuantScheme, gptq_version: int = 1) -> QuantizedExperts:
     """
-    Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, compressed-tensors), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales'). Read by the checkpoint reader's adapters; the arrays are read, not kept.
+    Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, compressed-tensors, quark), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales', '3.gate_proj.weight_scale'). Read by the checkpoint reader's adapters; the arrays are read, not kept.
     """

@@ -1,4 +1,4 @@
-// Experts from the tensors of a GPTQ, AWQ or compressed-tensors layer that an engine already
+// Experts from the tensors of a GPTQ, AWQ, compressed-tensors or Quark layer that an engine already
 // holds, read by the same format adapters as checkpoints (src/format/adapter.hpp).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -77,9 +77,14 @@ QuantizedExperts experts_from_layout(const std::string& format_name,
                                      int gptq_version) {
   const CheckpointFormat fmt = parse_checkpoint_format(format_name);
   check(fmt == CheckpointFormat::gptq || fmt == CheckpointFormat::awq ||
-            fmt == CheckpointFormat::compressed_tensors,
-        "experts from tensors: format must be gptq, awq or compressed-tensors, got {}",
+            fmt == CheckpointFormat::compressed_tensors || fmt == CheckpointFormat::quark,
+        "experts from tensors: format must be gptq, awq, compressed-tensors or quark, got {}",
         format_name);
+  const bool mx_format = fmt == CheckpointFormat::quark;
+  check(mx_format == (scheme.kind == WeightKind::mxfp4),
+        "experts from tensors: scheme {} does not go with format {} (valid: mxfp4 weights for "
+        "quark, integer weights for gptq, awq and compressed-tensors)",
+        to_string(scheme), format_name);
   std::vector<format::TensorInfo> infos;
   for (const auto& [name, array] : tensors) infos.push_back(info_of(name, array));
   const format::TensorStore store = format::TensorStore::from_tensors(std::move(infos), "arrays");
@@ -106,9 +111,10 @@ void bind_layouts(nb::module_& m) {
   m.def("experts_from_layout", &experts_from_layout, nb::arg("format"), nb::arg("tensors"),
         nb::arg("config"), nb::arg("scheme"), nb::arg("gptq_version") = 1,
         "Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, "
-        "compressed-tensors), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in "
-        "the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales'). Read by the checkpoint "
-        "reader's adapters; the arrays are read, not kept.");
+        "compressed-tensors, quark), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as "
+        "in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales', "
+        "'3.gate_proj.weight_scale'). Read by the checkpoint reader's adapters; the arrays are "
+        "read, not kept.");
 }
 
 }  // namespace qmoe::python

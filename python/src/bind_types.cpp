@@ -36,6 +36,12 @@ void bind_enums(nb::module_& m) {
   nb::enum_<WeightKind>(m, "WeightKind")
       .value("integer", WeightKind::integer)
       .value("mxfp4", WeightKind::mxfp4);
+  nb::enum_<ActivationQuant>(m, "ActivationQuant",
+                             "Activations entering each GEMM: kept (none), or quantized to MXFP4 "
+                             "with OCP floor scales (mxfp4) or Quark's even scales (mxfp4_even).")
+      .value("none", ActivationQuant::none)
+      .value("mxfp4", ActivationQuant::mxfp4)
+      .value("mxfp4_even", ActivationQuant::mxfp4_even);
 }
 
 void bind_scheme(nb::module_& m) {
@@ -44,17 +50,20 @@ void bind_scheme(nb::module_& m) {
       .def(
           "__init__",
           [](QuantScheme* s, int bits, int group_size, bool zero_points, bool act_order,
-             WeightKind kind) {
+             WeightKind kind, ActivationQuant activation_quant) {
             new (s) QuantScheme{.kind = kind,
                                 .bits = bits,
                                 .zero_point = zero_points ? ZeroPoint::explicit_ : ZeroPoint::none,
                                 .group_size = group_size,
-                                .act_order = act_order};
+                                .act_order = act_order,
+                                .activation_quant = activation_quant};
             validate(*s);
           },
           nb::arg("bits") = 4, nb::arg("group_size") = 128, nb::arg("zero_points") = false,
-          nb::arg("act_order") = false, nb::arg("kind") = WeightKind::integer)
+          nb::arg("act_order") = false, nb::arg("kind") = WeightKind::integer,
+          nb::arg("activation_quant") = ActivationQuant::none)
       .def_rw("kind", &QuantScheme::kind)
+      .def_rw("activation_quant", &QuantScheme::activation_quant)
       .def_rw("bits", &QuantScheme::bits)
       .def_rw("group_size", &QuantScheme::group_size)
       .def_rw("act_order", &QuantScheme::act_order)
