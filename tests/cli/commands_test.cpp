@@ -154,6 +154,24 @@ TEST(Verify, FailsWhenABackendsOutputIsNotFinite) {
       << r.out;
 }
 
+// inspect --tp / --ep: what each rank reads of a layer. Expert-parallel ranks read their experts'
+// tensors only, so the two EP halves read the layer once between them; TP ranks of one EP rank
+// read the same experts.
+TEST(Inspect, ShowsWhatEachRankReads) {
+  TempDir dir("inspect_shards");
+  const std::filesystem::path c = dir.path() / "c";
+  ASSERT_EQ(run_cli("sample " + c.string()).status, 0);
+  const CliRun r = run_cli("inspect " + c.string() + " --tp 2 --ep 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& s = j["shards"];
+  const std::vector<int64_t> bytes = s["rank_bytes"].get<std::vector<int64_t>>();
+  ASSERT_EQ(bytes.size(), 4u);
+  EXPECT_EQ(bytes[0], bytes[1]);
+  EXPECT_EQ(bytes[0] + bytes[2], s["layer_bytes"].get<int64_t>());
+  EXPECT_EQ(2 * bytes[0], s["layer_bytes"].get<int64_t>());
+}
+
 // --tp / --ep run every rank of the plan (threads on the CPU) and check each rank's summed output;
 // a plan that cannot split the layer is a failed row naming the sizes that work.
 TEST(Verify, RunsEveryRankOfATpEpPlan) {

@@ -225,6 +225,26 @@ TEST(ExplainFlags, ShardsAreJudgedAsRankZeroSees) {
   EXPECT_TRUE(seen);
 }
 
+// Every rank of the plan gets its own verdict: here each holds 4 of the 8 experts and half the
+// channels, and cpu takes each shard; its weight bytes are a quarter of the layer's.
+TEST(ExplainFlags, EveryRankOfTheShardPlanIsListed) {
+  const nlohmann::json whole =
+      run_json("explain --experts 8 --hidden 256 --intermediate 128 --group 32 --device cpu", 0);
+  const nlohmann::json j = run_json(
+      "explain --experts 8 --hidden 256 --intermediate 128 --group 32 --tp 2 --ep 2 --device cpu",
+      0);
+  const nlohmann::json& ranks = j["groups"][0]["shard"]["ranks"];
+  ASSERT_EQ(ranks.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(ranks[size_t(r)]["rank"], r);
+    EXPECT_EQ(ranks[size_t(r)]["first_expert"], r / 2 * 4);
+    EXPECT_EQ(ranks[size_t(r)]["first_channel"], r % 2 * 64);
+    EXPECT_EQ(ranks[size_t(r)]["backend"], "cpu");
+    EXPECT_EQ(4 * ranks[size_t(r)]["weight_bytes"].get<int64_t>(),
+              whole["groups"][0]["weight_bytes"].get<int64_t>());
+  }
+}
+
 TEST(ExplainFlags, UnshardableTpIsAnErrorListingTheSizesThatWork) {
   const CliRun r = run_cli(
       "explain --experts 8 --hidden 256 --intermediate 96 --group 32 "

@@ -102,16 +102,22 @@ struct Explained {
   std::optional<ShardPlan> plan;
   LayerDesc judged;  // the layer, or rank 0's shard of it (it carries w2's bias)
   Selection selection;
+  std::vector<Selection> ranks;  // with a plan: every rank's own verdict, by rank
 };
 
 Explained explain(LayerGroup group, const ExplainOptions& o, const DeviceDesc& device) {
-  Explained e{std::move(group), std::nullopt, {}, {}};
+  Explained e{std::move(group), std::nullopt, {}, {}, {}};
   e.group.layer.activation_dtype =
       o.dtype.empty() ? std::optional<DType>() : std::optional<DType>(parse_dtype(o.dtype));
   e.judged = e.group.layer;
   if (o.tp > 1 || o.ep > 1) {
     e.plan = plan_shards(e.group.layer, ShardSpec{.tp_size = o.tp, .ep_size = o.ep});
     e.judged = e.plan->rank_layer(0);
+    for (int rank = 0; rank < e.plan->world_size(); ++rank) {
+      LayerDesc shard = e.plan->rank_layer(rank);
+      shard.activation_dtype = e.group.layer.activation_dtype;
+      e.ranks.push_back(evaluate(shard, device, o.backend));
+    }
   }
   e.selection = evaluate(e.judged, device, o.backend);
   if (!device.described) apply_tuned_crossover(e.selection, device.name, e.judged);
@@ -162,6 +168,16 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
             "", width, format_bytes(step.weight_bytes));
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
+    for (size_t rank = 0; rank < e.ranks.size(); ++rank) {
+      const RankShard& r = e.plan->ranks[rank];
+      const Selection& s = e.ranks[rank];
+      fmt::print("  rank {}: experts {}..{}, channels {}..{}: {}\n", rank, r.first_expert,
+                 r.first_expert + r.num_experts - 1, r.first_channel,
+                 r.first_channel + r.intermediate - 1,
+                 s.backend.empty()
+                     ? "no backend"
+                     : fmt::format("{}, {} of weights", s.backend, format_bytes(s.weight_bytes)));
+    }
   }
   if (!problems.empty()) fmt::print("\nproblems:\n");
   for (const std::string& line : problems.lines()) fmt::print("  {}\n", line);
@@ -194,7 +210,20 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
       g["shard"] = {{"tp", e.plan->spec.tp_size},
                     {"ep", e.plan->spec.ep_size},
                     {"judged_rank", 0},
-                    {"judged_layer", e.judged.to_string()}};
+                    {"judged_layer", e.judged.to_string()},
+                    {"ranks", nlohmann::json::array()}};
+      for (size_t rank = 0; rank < e.ranks.size(); ++rank) {
+        const RankShard& r = e.plan->ranks[rank];
+        const Selection& s = e.ranks[rank];
+        g["shard"]["ranks"].push_back(
+            {{"rank", rank},
+             {"first_expert", r.first_expert},
+             {"experts", r.num_experts},
+             {"first_channel", r.first_channel},
+             {"channels", r.intermediate},
+             {"backend", s.backend.empty() ? nlohmann::json() : nlohmann::json(s.backend)},
+             {"weight_bytes", s.weight_bytes}});
+      }
     }
     g["chosen"] =
         e.selection.backend.empty() ? nlohmann::json() : nlohmann::json(e.selection.backend);

@@ -1,15 +1,20 @@
-// `qmoe inspect DIR [--json]`: what a checkpoint holds (format, scheme, MoE shape, per-layer
-// shapes and bytes) and anything suspicious (layers that do not load, zero scales).
+// `qmoe inspect DIR [--json] [--tp N --ep M]`: what a checkpoint holds (format, scheme, MoE shape,
+// per-layer shapes and bytes) and anything suspicious (layers that do not load, zero scales); with
+// a TP x EP plan, the bytes of a layer each rank reads to load its shard (load_shard).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "command.hpp"
 #include "format/inspect.hpp"
 #include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "qmoe/oracle.hpp"
+#include "qmoe/shard.hpp"
 #include "units.hpp"
 
 namespace qmoe::cli {
@@ -20,7 +25,33 @@ struct InspectOptions {
   bool json = false;
   OpenFlags open;
   bool quiet = false;
+  int tp = 1, ep = 1;
 };
+
+// What each rank of a tp x ep plan reads of the first MoE layer (the layers share one shape).
+struct ShardReads {
+  int tp = 1, ep = 1, layer = 0;
+  int64_t layer_bytes = 0;
+  std::vector<int64_t> rank_bytes;
+};
+
+ShardReads shard_reads(const Checkpoint& ckpt, int tp, int ep) {
+  ShardReads s{tp, ep, ckpt.moe_layers().front(), 0, {}};
+  const ShardPlan plan = plan_shards(describe(ckpt.scheme(), ckpt.moe_config()),
+                                     ShardSpec{.tp_size = tp, .ep_size = ep});
+  s.layer_bytes = ckpt.layer_bytes(s.layer);
+  for (const RankShard& r : plan.ranks)
+    s.rank_bytes.push_back(ckpt.experts_bytes(s.layer, r.first_expert, r.num_experts));
+  return s;
+}
+
+void print_shard_reads(const ShardReads& s) {
+  fmt::print("\nshards (TP {} x EP {}), bytes of layer {} each rank reads for its shard:\n", s.tp,
+             s.ep, s.layer);
+  for (size_t rank = 0; rank < s.rank_bytes.size(); ++rank)
+    fmt::print("  rank {}: {} of {}\n", rank, format_bytes(s.rank_bytes[rank]),
+               format_bytes(s.layer_bytes));
+}
 
 void print_table(const format::CheckpointReport& r) {
   const MoEConfig& m = r.moe;
@@ -69,10 +100,21 @@ void run_inspect(const InspectOptions& o) {
                     !o.quiet && !o.json);
   const format::CheckpointReport report = format::inspect(ckpt, [&] { progress.step(); });
   progress.clear();
+  std::optional<ShardReads> shards;
+  if ((o.tp > 1 || o.ep > 1) && !ckpt.moe_layers().empty()) shards = shard_reads(ckpt, o.tp, o.ep);
   if (o.json) {
-    fmt::print("{}\n", format::to_json(report).dump(2));
+    nlohmann::json j = format::to_json(report);
+    if (shards) {
+      j["shards"] = {{"tp", shards->tp},
+                     {"ep", shards->ep},
+                     {"layer", shards->layer},
+                     {"layer_bytes", shards->layer_bytes},
+                     {"rank_bytes", shards->rank_bytes}};
+    }
+    fmt::print("{}\n", j.dump(2));
   } else {
     print_table(report);
+    if (shards) print_shard_reads(*shards);
   }
   if (report.problems > 0) {
     throw ProblemFound{fmt::format("{}: {} in the checkpoint", o.dir,
@@ -88,6 +130,12 @@ void add_inspect(CLI::App& root) {
   cmd->add_flag("--json", options->json, "Print JSON instead of a table");
   add_open_flags(*cmd, options->open);
   cmd->add_flag("--quiet", options->quiet, "No progress line");
+  cmd->add_option("--tp", options->tp, "Tensor-parallel size: show what each rank reads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--ep", options->ep, "Expert-parallel size: show what each rank reads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->callback([options] { run_inspect(*options); });
 }
 
