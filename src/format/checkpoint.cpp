@@ -196,15 +196,21 @@ std::vector<int> Checkpoint::missing_layers() const {
   return missing;
 }
 
-int64_t Checkpoint::layer_bytes(int layer) const {
-  const std::string prefix = impl_->layout.experts_prefix(layer);
+namespace {
+
+// Bytes of the stored tensors whose names start with `prefix`.
+int64_t bytes_under(const format::TensorStore& store, const std::string& prefix) {
   int64_t bytes = 0;
-  for (auto it = impl_->store.tensors().lower_bound(prefix);
-       it != impl_->store.tensors().end() && it->first.compare(0, prefix.size(), prefix) == 0;
-       ++it) {
+  for (auto it = store.tensors().lower_bound(prefix);
+       it != store.tensors().end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
     bytes += static_cast<int64_t>(it->second.bytes.size());
-  }
   return bytes;
+}
+
+}  // namespace
+
+int64_t Checkpoint::layer_bytes(int layer) const {
+  return bytes_under(impl_->store, impl_->layout.experts_prefix(layer));
 }
 
 MoEConfig Checkpoint::layer_config(int layer) const {
@@ -272,12 +278,8 @@ int64_t Checkpoint::experts_bytes(int layer, int64_t first, int64_t count) const
   if (m.layout.naming == ExpertNaming::gpt_oss) return layer_bytes(layer);  // read whole
   int64_t bytes = 0;
   for (int64_t e = first; e < first + count; ++e)
-    for (Role role : m.roles()) {
-      const std::string prefix = m.layout.expert_module(layer, e, role) + ".";
-      for (auto it = m.store.tensors().lower_bound(prefix);
-           it != m.store.tensors().end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
-        bytes += static_cast<int64_t>(it->second.bytes.size());
-    }
+    for (Role role : m.roles())
+      bytes += bytes_under(m.store, m.layout.expert_module(layer, e, role) + ".");
   return bytes;
 }
 

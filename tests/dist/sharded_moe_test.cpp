@@ -70,13 +70,12 @@ TEST_P(ShardedMoEMatchesTheLayer, TokensReplicated) {
 
 TEST_P(ShardedMoEMatchesTheLayer, TokensSplitOverRanks) {
   const Case& c = GetParam();
-  const ShardPlan plan = plan_shards(
-      describe(*test::make_case(c.spec).experts, test::make_case(c.spec).config), c.shards);
   // M tokens per rank: the layer's batch is world x M, rank r holds rows [r M, (r + 1) M).
   test::CaseSpec spec = c.spec;
-  const int world = plan.world_size();
+  const int world = c.shards.tp_size * c.shards.ep_size;
   spec.M *= world;
   const test::MoECase x = test::make_case(spec);
+  const ShardPlan plan = plan_shards(describe(*x.experts, x.config), c.shards);
   const MoE whole(x.config, *x.experts, c.backend);
   Buffer want(DType::f32, {spec.M, spec.H});
   whole.forward(x.hidden.view(), x.router_logits.view(), want.view());

@@ -5,6 +5,7 @@
 // int8). Act-order becomes a permutation of K at
 // prepare, which needs groups of equal size, so a K-split act-order shard is not supported.
 #include "oracle/descriptor.hpp"
+#include "core/round_up.hpp"
 
 namespace qmoe {
 
@@ -29,10 +30,9 @@ PreparedBytes weight_bytes(const QuantScheme& s, int64_t E, int64_t N, int64_t r
 // act-order w2 also keeps where each intermediate channel sits in its packed K (i32 [E, I]).
 PreparedBytes layer_bytes(const LayerDesc& l) {
   const int64_t E = l.num_experts, H = l.hidden, I = l.intermediate, N1 = l.w13_rows();
-  auto whole = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
-  const int64_t rows1 = is_gated(l.activation) ? whole(I, 16) * 2 : whole(N1, 32);
+  const int64_t rows1 = is_gated(l.activation) ? round_up(I, 16) * 2 : round_up(N1, 32);
   const PreparedBytes w13 = weight_bytes(l.w13_scheme, E, N1, rows1, H, l.w13_bias);
-  const PreparedBytes w2 = weight_bytes(l.w2_scheme, E, H, whole(H, 32), I, l.w2_bias);
+  const PreparedBytes w2 = weight_bytes(l.w2_scheme, E, H, round_up(H, 32), I, l.w2_bias);
   const int64_t w2_position = l.w2_scheme.act_order ? E * I * 4 : 0;
   return {w13.total + w2.total + w2_position, w13.padding + w2.padding};
 }

@@ -53,8 +53,7 @@ __m512bh byte_pairs(const uint8_t* even, const uint8_t* odd) {
 template <Codes C, bool ZeroPoints, int Tokens>
 void tile(const PanelFormat& f, const PanelTileBf16& t) {
   constexpr int Bits = kCodeBits<C>;
-  constexpr int64_t kHeader =
-      C == Codes::e2m1 ? kTileRows : kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kHeader = panel_header_bytes(C == Codes::e2m1, ZeroPoints);
   constexpr int64_t kStep = kTileRows;  // bytes of codes per k-pair (4-bit) or k (int8)
   const int64_t G = f.group_k, pairs = G / 2;
   const int64_t group_bytes = kHeader + G * kTileRows * Bits / 8;

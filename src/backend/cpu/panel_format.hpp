@@ -34,6 +34,11 @@ inline constexpr int kHalfRows = 16;
 inline constexpr int kTileRows = 2 * kHalfRows;  // a panel; one kernel call covers one
 inline constexpr int kMaxTileTokens = 16;
 
+// Bytes of a group's header: e8m0 bytes (e2m1), or f32 scales and, with zero points, u8 zeros.
+constexpr int64_t panel_header_bytes(bool e2m1, bool zero_points) {
+  return e2m1 ? kTileRows : kTileRows * 4 + (zero_points ? kTileRows : 0);
+}
+
 struct PanelFormat {
   int bits = 4;              // 4 or 8
   bool e2m1 = false;         // 4-bit e2m1 float codes (MXFP4), zero 0; else unsigned integers
@@ -42,9 +47,7 @@ struct PanelFormat {
   int64_t group_k = 0;       // K elements per group (even for 4-bit)
 
   int64_t K() const { return groups * group_k; }
-  int64_t header_bytes() const {
-    return e2m1 ? kTileRows : kTileRows * 4 + (zero_points ? kTileRows : 0);
-  }
+  int64_t header_bytes() const { return panel_header_bytes(e2m1, zero_points); }
   int64_t code_bytes_per_group() const { return group_k * kTileRows * bits / 8; }
   int64_t group_bytes() const { return header_bytes() + code_bytes_per_group(); }
   int64_t panel_bytes() const { return groups * group_bytes(); }

@@ -108,8 +108,7 @@ template <class Simd, Codes C, bool ZeroPoints, int Tokens>
 void panel_tile(const PanelFormat& f, const PanelTile& tile) {
   using Rows = typename Simd::Rows;
   constexpr int kC = kChains<Tokens>;
-  constexpr int64_t kHeader =
-      C == Codes::e2m1 ? kTileRows : kTileRows * 4 + (ZeroPoints ? kTileRows : 0);
+  constexpr int64_t kHeader = panel_header_bytes(C == Codes::e2m1, ZeroPoints);
   const int64_t G = f.group_k;
   const int64_t group_bytes = kHeader + G * kTileRows * kCodeBits<C> / 8;
   const Rows implicit_zero = Simd::splat(kImplicitZero<C>);

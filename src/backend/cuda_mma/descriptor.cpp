@@ -6,14 +6,13 @@
 // kernel.
 #include <algorithm>
 
+#include "core/round_up.hpp"
 #include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
 
 namespace qmoe {
 
 namespace {
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // One weight [E, N, K] in the layout of layout.hpp: `rows` packed rows (whole 16-row strips),
 // codes over K padded to whole 16-byte chunks (64 k of 4-bit codes, 32 of 8-bit), a 32-bit scale

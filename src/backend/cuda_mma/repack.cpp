@@ -5,13 +5,12 @@
 #include <thread>
 
 #include "core/check.hpp"
+#include "core/round_up.hpp"
 #include "qmoe/threads.hpp"
 
 namespace qmoe::cuda_mma {
 
 namespace {
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Logical k order of one expert: the input channel behind each logical k (-1 = padding).
 // Act-order sorts channels by group and pads every group to whole spans, so that a span never
