@@ -31,6 +31,7 @@ from ._qmoe import (
 from ._checkpoint import Checkpoint
 from ._moe import MoE, explain
 from . import _torch_op
+from . import distributed
 
 __all__ = [
     "Activation",
@@ -51,6 +52,7 @@ __all__ = [
     "built_with_cuda",
     "cpu_threads",
     "cuda_built",
+    "distributed",
     "experts_from_layout",
     "explain",
     "known_backends",

@@ -2,7 +2,7 @@ from collections.abc import Mapping, Sequence
 import enum
 import os
 import pathlib
-from typing import Annotated
+from typing import Annotated, overload
 
 from numpy.typing import NDArray
 
@@ -435,4 +435,98 @@ class MoE:
 def experts_from_layout(format: str, tensors: Mapping[str, Annotated[NDArray, dict(writable=False)]], config: MoEConfig, scheme: QuantScheme, gptq_version: int = 1) -> QuantizedExperts:
     """
     Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, compressed-tensors, quark), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales', '3.gate_proj.weight_scale'). Read by the checkpoint reader's adapters; the arrays are read, not kept.
+    """
+
+class RankShard:
+    """One rank's part of a ShardPlan."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def tp_rank(self) -> int: ...
+
+    @property
+    def ep_rank(self) -> int: ...
+
+    @property
+    def first_expert(self) -> int: ...
+
+    @property
+    def num_experts(self) -> int: ...
+
+    @property
+    def first_channel(self) -> int: ...
+
+    @property
+    def intermediate(self) -> int: ...
+
+    @property
+    def w2_bias(self) -> bool:
+        """Whether this rank adds w2's bias (tp_rank 0)"""
+
+    def __repr__(self) -> str: ...
+
+class ShardPlan:
+    """
+    A layer split over tp_size x ep_size ranks; rank = ep_rank * tp_size + tp_rank.
+    """
+
+    @property
+    def tp_size(self) -> int: ...
+
+    @property
+    def ep_size(self) -> int: ...
+
+    @property
+    def word_bits(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def layer(self) -> str: ...
+
+    @property
+    def ranks(self) -> list[RankShard]: ...
+
+    def expert_map(self, rank: int) -> list[int]:
+        """
+        [E] global expert id -> the rank's local id, -1 where another rank holds it
+        """
+
+    def __repr__(self) -> str: ...
+
+@overload
+def plan_shards(experts: QuantizedExperts, config: MoEConfig, tp_size: int, ep_size: int, word_bits: int = 32) -> ShardPlan:
+    """
+    Splits a layer over tp_size x ep_size ranks, or raises Error naming the rule it breaks and the sizes that work. word_bits: the packed word a TP slice must not cut (32: checkpoint words, 8: qmoe's canonical bytes).
+    """
+
+@overload
+def plan_shards(scheme: QuantScheme, config: MoEConfig, tp_size: int, ep_size: int, word_bits: int = 32) -> ShardPlan: ...
+
+def shard_experts(experts: QuantizedExperts, plan: ShardPlan, rank: int) -> QuantizedExperts:
+    """
+    The rank's slice of the whole layer's experts, an ordinary layer for any backend.
+    """
+
+def shard_config(config: MoEConfig, plan: ShardPlan, rank: int) -> MoEConfig:
+    """
+    The rank's slice's config: its experts and channels, top-k without grouping (routing is done for the whole layer).
+    """
+
+def load_shard(checkpoint: Checkpoint, layer: int, plan: ShardPlan, rank: int) -> QuantizedExperts:
+    """
+    The rank's slice of a checkpoint's layer, reading only the rank's experts.
+    """
+
+def route_topk(config: MoEConfig, router_logits: Annotated[NDArray, dict(writable=False)], topk_weights: NDArray, topk_ids: NDArray) -> None:
+    """
+    The layer's routing of host router_logits f32 [M, E] into topk_weights f32 [M, k] and topk_ids i32 [M, k] (the reference router every CPU backend uses).
+    """
+
+def localize_routing(plan: ShardPlan, rank: int, topk_weights: NDArray, topk_ids: NDArray) -> None:
+    """
+    In place: the whole layer's host routing becomes the rank's (local ids; id 0 and weight 0 where another rank holds the expert).
     """

@@ -9,5 +9,6 @@ void bind_experts(nanobind::module_& m);  // QuantizedWeight, QuantizedExperts, 
 void bind_moe(nanobind::module_& m);      // MoE
 void bind_layouts(nanobind::module_& m);  // experts from GPTQ/AWQ/compressed-tensors tensors
 void bind_bench(nanobind::module_& m);    // timings of the C++ call, for bench/python
+void bind_dist(nanobind::module_& m);     // shard plans and routing for qmoe.distributed
 
 }  // namespace qmoe::python

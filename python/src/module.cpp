@@ -27,4 +27,5 @@ NB_MODULE(_qmoe, m) {
   qmoe::python::bind_moe(m);
   qmoe::python::bind_layouts(m);
   qmoe::python::bind_bench(m);
+  qmoe::python::bind_dist(m);
 }
