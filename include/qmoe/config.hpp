@@ -36,6 +36,13 @@ struct ActivationParams {
   float beta = 1.0f;  // only swigluoai_uninterleave reads it
 };
 
+// How a forward's activations are laid out. standard: tokens [M, H] with their routing
+// (MoE::forward, forward_routed). batched_experts: [E, T_max, H] rows already grouped by local
+// expert with a count per expert (DeepEP's low-latency dispatch, vLLM's batched experts;
+// MoE::forward_batched).
+enum class ActivationFormat : uint8_t { standard, batched_experts };
+std::string_view name(ActivationFormat f);
+
 enum class Scoring : uint8_t { softmax, sigmoid };
 std::string_view name(Scoring s);
 
@@ -66,6 +73,9 @@ struct MoEConfig {
   // batches from its crossover on with it (Selection::plan): a second copy of the weights in its
   // layout. false keeps one backend and one copy.
   bool large_batch_backend = true;
+  // The format this layer's forwards must be able to take: "auto" then picks a backend that
+  // takes it, and a named backend that does not is an Error. Every backend takes standard.
+  ActivationFormat activation_format = ActivationFormat::standard;
 
   int top_k() const { return routing.top_k; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }

@@ -61,12 +61,32 @@ class MoE {
   void forward_routed(TensorView hidden, TensorView topk_weights, TensorView topk_ids,
                       TensorView out, void* stream = nullptr) const;
 
+  // The batched-experts format (ActivationFormat::batched_experts): what DeepEP's low-latency
+  // dispatch hands each rank, rows already grouped by local expert. x [E, T_max, H] (E = the
+  // layer's num_experts; dtype as forward takes), counts i32 [E], out [E, T_max, H] (dtype of x).
+  // For every e and t < counts[e]: out[e, t] = expert e's MLP of x[e, t] (GEMM1, activation,
+  // GEMM2, with the layer's biases), NOT multiplied by any router weight (the combine step
+  // applies them; apply_router_weight_on_input is ignored here). Rows t >= counts[e] of out are
+  // not written. counts lives where the backend runs: host memory for cpu and emulation, the
+  // MoE's CUDA device for CUDA backends (so a forward stays graph-capturable: no host sync).
+  // A count outside 0..T_max is an Error on the host; on CUDA the kernel clamps it into that
+  // range and reports it as the routing faults are reported (see forward_routed): the layer's
+  // next forward throws Error naming the expert and the count. The backend runs it when its
+  // descriptor lists batched_experts, else the plan's large-batch backend when that one does
+  // (cuda-wgmma does not), else Error naming the backends that do; MoEConfig::activation_format
+  // = batched_experts makes "auto" pick one. On CUDA the forward uses the scratch of a routed
+  // forward of ceil(E * T_max / top_k) tokens: reserve that many before capturing it in a graph.
+  void forward_batched(TensorView x, TensorView counts, TensorView out,
+                       void* stream = nullptr) const;
+
  private:
   void select_backend(const QuantizedExperts& experts, const std::string& backend);
   // The plan's large-batch backend (Selection::plan), prepared too; clears the plan when the
   // config asks for one backend.
   void prepare_large_batch_backend(const QuantizedExperts& experts);
   int64_t check_hidden_and_out(const TensorView& hidden, const TensorView& out) const;
+  // hidden's dtype against the config's, or against what `backend` takes when it names none.
+  void check_activation_dtype(DType dtype, const Backend& backend) const;
 
   MoEConfig config_;
   Device device_;
@@ -84,6 +104,8 @@ class MoE {
     const PreparedExperts* prepared;
   };
   Runner runner_for(int64_t tokens, DType dtype) const;
+  // The first backend of the plan that takes the batched-experts format; Error when none does.
+  Runner batched_runner() const;
 };
 
 }  // namespace qmoe

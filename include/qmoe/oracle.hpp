@@ -32,6 +32,8 @@ struct LayerDesc {
   bool w2_bias = false;
   bool apply_router_weight_on_input = false;
   std::optional<DType> activation_dtype;  // dtype of hidden/out; unset = not known yet
+  // The format the layer's forwards take (MoEConfig::activation_format): a backend must take it.
+  ActivationFormat activation_format = ActivationFormat::standard;
   int tp_size = 1;
   int ep_size = 1;
   // Act-order w2 of a tensor-parallel shard keeps the scale table of the whole K (upstream's
@@ -58,6 +60,8 @@ struct Verdict {
   bool chosen = false;
   bool compatible = false;  // every check passed (chosen, or lower in priority, or opt-in only)
   std::string reason;       // why it was not chosen; empty for the chosen backend
+  // The activation formats the backend's forwards take (its descriptor), standard first.
+  std::vector<ActivationFormat> activation_formats;
 };
 
 // One backend of a plan and the batches it runs: from `from_tokens` tokens up to the next step's.

@@ -27,4 +27,22 @@ void Backend::forward(const PreparedExperts& prepared, const MoEConfig& config, 
   run(prepared, config, RoutedBatch{hidden, weights_view, ids_view, out, stream});
 }
 
+void Backend::run_batched(const PreparedExperts& /*prepared*/, const MoEConfig& /*config*/,
+                          const BatchedBatch& /*batch*/) const {
+  fail("backend '{}' does not take the batched_experts activation format", name());
+}
+
+std::span<const int32_t> checked_host_counts(std::string_view backend, const BatchedBatch& batch) {
+  check(batch.counts.device().kind == DeviceKind::cpu,
+        "backend '{}' reads counts on the host but they are on {}", backend,
+        to_string(batch.counts.device()));
+  const int64_t T_max = batch.x.dim(1);
+  const std::span counts(batch.counts.data_as<const int32_t>(), size_t(batch.counts.numel()));
+  for (size_t e = 0; e < counts.size(); ++e)
+    check(counts[e] >= 0 && counts[e] <= T_max,
+          "{}: counts[{}] = {} is not a row count of x [E, T_max={}, H] (valid: 0..{})", backend, e,
+          counts[e], T_max, T_max);
+  return counts;
+}
+
 }  // namespace qmoe

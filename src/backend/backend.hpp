@@ -3,6 +3,7 @@
 // forwards on routed tokens. Backends never see checkpoint formats; the oracle never sees a
 // backend's internals.
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +25,16 @@ struct RoutedBatch {
   TensorView topk_ids;      // i32 [M, k], global expert ids
   TensorView out;           // [M, H], dtype of hidden
   void* stream = nullptr;   // cudaStream_t for CUDA backends
+};
+
+// The batched-experts activation format (MoE::forward_batched): rows already grouped by local
+// expert. out[e, t] = expert e's MLP of x[e, t] (GEMM1, activation, GEMM2, biases), with no
+// router weight, for t < counts[e]; rows from counts[e] on are not written.
+struct BatchedBatch {
+  TensorView x;            // [E, T_max, H], bf16/f16/f32 as the backend takes
+  TensorView counts;       // i32 [E], on the backend's device
+  TensorView out;          // [E, T_max, H], dtype of x
+  void* stream = nullptr;  // cudaStream_t for CUDA backends
 };
 
 class Backend {
@@ -53,6 +64,10 @@ class Backend {
                      TensorView topk_ids, void* stream) const;
   virtual void run(const PreparedExperts& prepared, const MoEConfig& config,
                    const RoutedBatch& batch) const = 0;
+  // The batched-experts format, for backends whose descriptor lists it (shapes and dtypes already
+  // checked by MoE). The default refuses: an Error naming the backend.
+  virtual void run_batched(const PreparedExperts& prepared, const MoEConfig& config,
+                           const BatchedBatch& batch) const;
   // Makes the scratch memory forwards of up to `max_tokens` tokens on `stream` use, so that they
   // allocate nothing (MoE::reserve). The default has none to make.
   virtual void reserve(const PreparedExperts& /*prepared*/, int64_t /*max_tokens*/,
@@ -62,6 +77,10 @@ class Backend {
   virtual void forward(const PreparedExperts& prepared, const MoEConfig& config, TensorView hidden,
                        TensorView router_logits, TensorView out, void* stream) const;
 };
+
+// A host backend's counts of a batched batch, each checked to lie in 0..T_max (else Error naming
+// the backend, the expert and the valid range).
+std::span<const int32_t> checked_host_counts(std::string_view backend, const BatchedBatch& batch);
 
 // Every backend compiled into this build, in no particular order.
 const std::vector<const Backend*>& built_backends();

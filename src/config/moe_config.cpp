@@ -54,6 +54,10 @@ Activation parse_activation(std::string_view s) {
   fail("unknown activation '{}' (valid: {})", s, valid);
 }
 
+std::string_view name(ActivationFormat f) {
+  return f == ActivationFormat::standard ? "standard" : "batched_experts";
+}
+
 std::string_view name(Scoring s) { return s == Scoring::softmax ? "softmax" : "sigmoid"; }
 
 void validate(const MoEConfig& c) {

@@ -29,6 +29,11 @@ void RoutingReport::throw_if_reported(std::string_view backend, int top_k,
   const auto kind = static_cast<RoutingFault>(word >> 62);
   const int64_t pair = static_cast<int64_t>((word >> 32) & ((1ull << 30) - 1));
   const auto value = static_cast<uint32_t>(word);
+  if (kind == RoutingFault::batched_count)
+    fail(
+        "{}: an earlier forward_batched had counts[{}] = {}, which is not a row count of its x "
+        "[E, T_max, H] (valid: 0..T_max); that expert ran on its count clamped into that range",
+        backend, pair, static_cast<int32_t>(value));
   const int64_t m = pair / top_k, j = pair % top_k;
   if (kind == RoutingFault::expert_id)
     fail(

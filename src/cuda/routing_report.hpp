@@ -8,7 +8,8 @@
 
 namespace qmoe {
 
-enum class RoutingFault : uint64_t { none = 0, expert_id = 1, weight = 2 };
+// batched_count: MoE::forward_batched's counts[e] outside 0..T_max (the pair field holds e).
+enum class RoutingFault : uint64_t { none = 0, expert_id = 1, weight = 2, batched_count = 3 };
 
 // One layer's report word, allocated on the current device's context.
 class RoutingReport {

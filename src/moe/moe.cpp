@@ -1,5 +1,7 @@
 #include "qmoe/moe.hpp"
 
+#include <algorithm>
+
 #include "backend/backend.hpp"
 #include "core/check.hpp"
 #include "core/convert.hpp"
@@ -24,14 +26,34 @@ void check_matches(const MoEConfig& c, const QuantizedExperts& x) {
         c.w2_bias, x.w13().has_bias(), x.w2().has_bias());
 }
 
-void check_tensor(const TensorView& t, const char* what, Device device, int64_t rows,
-                  int64_t cols) {
-  check(t.rank() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{} must be [{}, {}], got {}", what,
-        rows, cols, t.describe());
+// Device, layout and data of a tensor whose shape was checked.
+void check_placed(const TensorView& t, const char* what, Device device) {
   check(t.device() == device, "{} is on {} but the MoE runs on {}", what, to_string(t.device()),
         to_string(device));
   check(t.is_contiguous(), "{} must be contiguous (row-major), got {}", what, t.describe());
   check(t.data() != nullptr || t.numel() == 0, "{} has no data", what);
+}
+
+void check_tensor(const TensorView& t, const char* what, Device device, int64_t rows,
+                  int64_t cols) {
+  check(t.rank() == 2 && t.dim(0) == rows && t.dim(1) == cols, "{} must be [{}, {}], got {}", what,
+        rows, cols, t.describe());
+  check_placed(t, what, device);
+}
+
+bool takes_batched(const Backend& backend) {
+  const BackendDescriptor* d = find_descriptor(backend.name());
+  return d && std::ranges::find(d->activation_formats, ActivationFormat::batched_experts) !=
+                  d->activation_formats.end();
+}
+
+std::string backends_taking_batched() {
+  std::string list;
+  for (const BackendDescriptor* d : all_descriptors())
+    if (std::ranges::find(d->activation_formats, ActivationFormat::batched_experts) !=
+        d->activation_formats.end())
+      list += fmt::format("{}{}", list.empty() ? "" : ", ", d->name);
+  return list;
 }
 
 // The oracle decides for "auto" and checks a named backend, on the device the MoE runs on
@@ -114,15 +136,30 @@ int64_t MoE::check_hidden_and_out(const TensorView& hidden, const TensorView& ou
   check_tensor(out, "out", device_, M, config_.hidden);
   check(out.dtype() == hidden.dtype(), "out must have the dtype of hidden ({}), got {}",
         name(hidden.dtype()), name(out.dtype()));
-  if (config_.activation_dtype) {
-    check(hidden.dtype() == *config_.activation_dtype,
-          "hidden is {} but this MoE was built for {} activations (MoEConfig::activation_dtype)",
-          name(hidden.dtype()), name(*config_.activation_dtype));
-  } else if (const BackendDescriptor* d = find_descriptor(backend_name())) {
-    if (auto reason = unsupported_activation_dtype(*d, hidden.dtype()))
-      fail("backend '{}': {}", backend_name(), *reason);
-  }
+  check_activation_dtype(hidden.dtype(), *backend_);
   return M;
+}
+
+void MoE::check_activation_dtype(DType dtype, const Backend& backend) const {
+  if (config_.activation_dtype) {
+    check(dtype == *config_.activation_dtype,
+          "hidden is {} but this MoE was built for {} activations (MoEConfig::activation_dtype)",
+          name(dtype), name(*config_.activation_dtype));
+  } else if (const BackendDescriptor* d = find_descriptor(backend.name())) {
+    if (auto reason = unsupported_activation_dtype(*d, dtype))
+      fail("backend '{}': {}", backend.name(), *reason);
+  }
+}
+
+MoE::Runner MoE::batched_runner() const {
+  if (takes_batched(*backend_)) return {backend_, prepared_.get()};
+  if (large_backend_ && takes_batched(*large_backend_))
+    return {large_backend_, large_prepared_.get()};
+  fail(
+      "forward_batched: backend '{}' does not take the batched_experts activation format; "
+      "backends that do: {} (MoEConfig::activation_format = batched_experts makes \"auto\" pick "
+      "one)",
+      backend_name(), backends_taking_batched());
 }
 
 void MoE::reserve(int64_t max_tokens, void* stream) const {
@@ -159,6 +196,28 @@ void MoE::forward_routed(TensorView hidden, TensorView topk_weights, TensorView 
   }
   const Runner r = runner_for(M, hidden.dtype());
   r.backend->run(*r.prepared, config_, RoutedBatch{hidden, topk_weights, topk_ids, out, stream});
+}
+
+void MoE::forward_batched(TensorView x, TensorView counts, TensorView out, void* stream) const {
+  const Runner r = batched_runner();
+  const int64_t E = config_.num_experts, H = config_.hidden;
+  check(x.rank() == 3 && x.dim(0) == E && x.dim(2) == H,
+        "forward_batched: x must be [E={}, T_max, H={}], got {}", E, H, x.describe());
+  check_placed(x, "x", device_);
+  check(is_float_activation(x.dtype()), "forward_batched: x must be f32, f16 or bf16, got {}",
+        name(x.dtype()));
+  check_activation_dtype(x.dtype(), *r.backend);
+  check(out.rank() == 3 && out.dim(0) == E && out.dim(1) == x.dim(1) && out.dim(2) == H,
+        "forward_batched: out must be [{}, {}, {}] like x, got {}", E, x.dim(1), H, out.describe());
+  check_placed(out, "out", device_);
+  check(out.dtype() == x.dtype(), "forward_batched: out must have the dtype of x ({}), got {}",
+        name(x.dtype()), name(out.dtype()));
+  check(counts.rank() == 1 && counts.dim(0) == E, "forward_batched: counts must be [E={}], got {}",
+        E, counts.describe());
+  check_placed(counts, "counts", device_);
+  check(counts.dtype() == DType::i32, "forward_batched: counts must be i32, got {}",
+        name(counts.dtype()));
+  r.backend->run_batched(*r.prepared, config_, BatchedBatch{x, counts, out, stream});
 }
 
 }  // namespace qmoe

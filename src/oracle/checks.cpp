@@ -147,6 +147,15 @@ Reason check_activation_dtype(const BackendDescriptor& b, const LayerDesc& l, co
   return unsupported_activation_dtype(b, *l.activation_dtype);
 }
 
+Reason check_activation_format(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
+  if (contains(b.activation_formats, l.activation_format)) return std::nullopt;
+  return fmt::format(
+      "does not take the {} activation format (takes {}); MoEConfig::activation_format asks "
+      "for it",
+      name(l.activation_format),
+      join(b.activation_formats, [](ActivationFormat f) { return name(f); }));
+}
+
 Reason check_bias(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
   if (!l.has_bias() || b.bias) return std::nullopt;
   return fmt::format("expert bias ({}) is not supported", l.w13_bias && l.w2_bias ? "w13 and w2"
@@ -205,18 +214,11 @@ using Check = Reason (*)(const BackendDescriptor&, const LayerDesc&, const Devic
 
 // Order: what cannot change (the device) before what the user could change (scheme,
 // activation, bias, shapes).
-constexpr std::array<Check, 12> kChecks{
-    check_device_kind,
-    check_cpu_features,
-    check_compute_capability,
-    check_weights,
-    check_act_order_split,
-    check_act_order_groups,
-    check_activation,
-    check_activation_dtype,
-    check_bias,
-    check_router_weight_on_input,
-    check_shapes,
+constexpr std::array<Check, 13> kChecks{
+    check_device_kind, check_cpu_features,           check_compute_capability,
+    check_weights,     check_act_order_split,        check_act_order_groups,
+    check_activation,  check_activation_dtype,       check_activation_format,
+    check_bias,        check_router_weight_on_input, check_shapes,
     check_limits,
 };
 

@@ -20,6 +20,7 @@ LayerDesc from_config(const MoEConfig& config) {
   d.w2_bias = config.w2_bias;
   d.apply_router_weight_on_input = config.apply_router_weight_on_input;
   d.activation_dtype = config.activation_dtype;
+  d.activation_format = config.activation_format;
   return d;
 }
 
@@ -72,6 +73,8 @@ std::string LayerDesc::to_string() const {
   if (has_bias()) text += w13_bias && w2_bias ? ", bias" : w13_bias ? ", w13 bias" : ", w2 bias";
   if (apply_router_weight_on_input) text += ", router weight on input";
   if (activation_dtype) text += fmt::format(", {} activations", name(*activation_dtype));
+  if (activation_format != ActivationFormat::standard)
+    text += fmt::format(", {} format", name(activation_format));
   if (tp_size > 1 || ep_size > 1) text += fmt::format(", shard of TP {} x EP {}", tp_size, ep_size);
   if (w2_full_k > 0 && w2_full_k != intermediate)
     text += fmt::format(" (w2 scales over the full K = {})", w2_full_k);

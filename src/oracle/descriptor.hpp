@@ -55,6 +55,9 @@ struct BackendDescriptor {
   std::vector<DType> activation_dtypes;  // dtypes of hidden/out
   bool bias = false;
   bool router_weight_on_input = false;
+  // The layouts its forwards take (qmoe/config.hpp): every backend takes standard; a backend
+  // that lists batched_experts implements Backend::run_batched.
+  std::vector<ActivationFormat> activation_formats = {ActivationFormat::standard};
 
   // Shapes, applied to both GEMMs ([N, K] = [w13 rows, H] and [H, I])
   int64_t n_multiple = 1;

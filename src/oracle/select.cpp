@@ -118,7 +118,8 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
 
   if (chosen) {
     s.backend = std::string(chosen->backend->name);
-    s.verdicts.push_back({s.backend, std::string(chosen->backend->summary), true, true, ""});
+    s.verdicts.push_back({s.backend, std::string(chosen->backend->summary), true, true, "",
+                          chosen->backend->activation_formats});
     if (chosen->backend->prepared_bytes) {
       const PreparedBytes bytes = chosen->backend->prepared_bytes(layer);
       s.weight_bytes = bytes.total;
@@ -147,7 +148,7 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;
     Verdict v{std::string(e.backend->name), std::string(e.backend->summary), false, !e.reason,
-              e.reason.value_or("")};
+              e.reason.value_or(""),        e.backend->activation_formats};
     if (!e.reason && !automatic) {
       v.reason = fmt::format("compatible, but '{}' was asked for", preference);
     } else if (!e.reason && e.backend->opt_in_only) {

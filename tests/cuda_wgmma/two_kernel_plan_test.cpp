@@ -15,6 +15,8 @@
 #include "cuda_mma/on_device.hpp"
 #include "moe/tuning.hpp"
 #include "qmoe/moe.hpp"
+#include "support/batched_case.hpp"
+#include "support/expect_error.hpp"
 #include "support/moe_case.hpp"
 
 namespace qmoe {
@@ -100,6 +102,29 @@ TEST_F(TwoKernelPlan, OneBackendWhenAskedForOneCopy) {
   MoE moe(c.config, *c.experts, "auto", kGpu);
   EXPECT_TRUE(moe.selection().plan.empty());
   EXPECT_EQ(moe.backend_for(100000, DType::bf16), "cuda-mma");
+}
+
+// cuda-wgmma does not take the batched-experts format: the plan's cuda-mma runs forward_batched,
+// whatever its rows; a MoE of cuda-wgmma alone refuses it naming the backends that take it; a
+// config asking for the format gets no plan.
+TEST_F(TwoKernelPlan, ForwardBatchedRunsOnThePlansBackendThatTakesIt) {
+  test::BatchedCase c =
+      test::make_batched_case(test::batched_spec({test::kBatchedSchemes[0], 8, 64}, DType::bf16));
+  const MoE planned(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(planned.selection().plan.size(), 2u);
+  OnDevice x(c.x), counts(c.counts), out(c.out);
+  planned.forward_batched(x.view, counts.view, out.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Buffer result(c.out.dtype(), c.out.shape());
+  out.memory.download(result.data(), size_t(result.nbytes()));
+  test::expect_matches_reference(c, result, 1e-2);
+
+  const MoE wgmma(c.config, *c.experts, "cuda-wgmma", kGpu);
+  test::expect_error([&] { wgmma.forward_batched(x.view, counts.view, out.view); },
+                     "backend 'cuda-wgmma' does not take the batched_experts activation format; "
+                     "backends that do: cpu, emulation, cuda-mma");
+  c.config.activation_format = ActivationFormat::batched_experts;
+  EXPECT_TRUE(MoE(c.config, *c.experts, "auto", kGpu).selection().plan.empty());
 }
 
 }  // namespace

@@ -44,6 +44,19 @@ TEST(Describe, GroupSizeIsTheSchemesWhateverTheScalesWereStoredIn) {
   }
 }
 
+TEST(Describe, TakesTheActivationFormatFromTheConfig) {
+  MoEConfig config;
+  config.num_experts = 8;
+  config.hidden = 256;
+  config.intermediate = 128;
+  EXPECT_EQ(describe(test::int_scheme(4, 64), config).activation_format,
+            ActivationFormat::standard);
+  config.activation_format = ActivationFormat::batched_experts;
+  const LayerDesc d = describe(test::int_scheme(4, 64), config);
+  EXPECT_EQ(d.activation_format, ActivationFormat::batched_experts);
+  EXPECT_EQ(d.to_string(), "int4 g64 sym, E=8 H=256 I=128 top-2 silu, batched_experts format");
+}
+
 TEST(Describe, NamesDifferentSchemesPerWeight) {
   LayerDesc d = test::base_layer();
   d.w2_scheme = test::int_scheme(8, kChannelwise);

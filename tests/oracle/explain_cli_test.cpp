@@ -198,6 +198,29 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
   }
 }
 
+// --batched: the layer's forwards take the batched-experts format. Every backend lists the formats
+// it takes; on an H100 cuda-wgmma is rejected for the format, so there is no plan.
+TEST(ExplainFlags, BatchedShowsTheFormatsAndRejectsBackendsWithoutIt) {
+  const std::string layer = "explain --experts 16 --hidden 256 --intermediate 128 --device h100";
+  const int status = find_backend("cuda-mma") ? 0 : 1;  // 1: nothing built runs it
+  const CliRun r = run_cli(layer + " --batched");
+  EXPECT_EQ(r.status, status) << r.out;
+  EXPECT_NE(r.out.find("cuda-wgmma  rejected  does not take the batched_experts activation format"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("plan:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; takes standard, batched_experts"), std::string::npos) << r.out;
+  const nlohmann::json j = run_json(layer + " --batched", status);
+  const nlohmann::json& g = j["groups"][0];
+  EXPECT_EQ(g["activation_format"], "batched_experts");
+  EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(),
+            find_backend("cuda-mma") ? "cuda-mma" : "");
+  for (const nlohmann::json& b : g["backends"]) {
+    const bool takes = b["name"] != "cuda-wgmma";
+    EXPECT_EQ(b["activation_formats"].size(), takes ? 2u : 1u) << b;
+  }
+}
+
 TEST(ExplainFlags, IncompatiblePreferenceIsReportedNotSwapped) {
   const nlohmann::json j =
       run_json("explain --experts 8 --hidden 96 --intermediate 48 --group 3 --backend cpu", 1);

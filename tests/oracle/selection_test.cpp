@@ -123,6 +123,33 @@ TEST(Selection, NoPlanForANamedBackendOrALayerTheLargeBatchBackendCannotRun) {
                   .plan.empty());
 }
 
+// A layer whose forwards take the batched-experts format: cuda-wgmma does not take it, so on an
+// H100 cuda-mma runs every batch (no plan), cuda-wgmma's verdict says why, asking for it by name is
+// an Error naming the backends that would, and each verdict lists the formats its backend takes.
+TEST(Selection, BatchedExpertsFormatRejectsBackendsWithoutIt) {
+  const DeviceDesc h100 = parse_device("h100");
+  const auto order = descriptors_for(DeviceKind::cuda);
+  LayerDesc batched = base_layer();
+  batched.activation_format = ActivationFormat::batched_experts;
+  const Selection s = select_among(order, batched, h100, "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  EXPECT_TRUE(s.plan.empty());
+  EXPECT_NE(verdict_of(s, "cuda-wgmma")
+                .reason.find("does not take the batched_experts activation format (takes "
+                             "standard)"),
+            std::string::npos)
+      << verdict_of(s, "cuda-wgmma").reason;
+  EXPECT_EQ(verdict_of(s, "cuda-wgmma").activation_formats,
+            std::vector<ActivationFormat>{ActivationFormat::standard});
+  EXPECT_EQ(verdict_of(s, "cuda-mma").activation_formats,
+            (std::vector<ActivationFormat>{ActivationFormat::standard,
+                                           ActivationFormat::batched_experts}));
+  expect_error([&] { select_among(order, batched, h100, "cuda-wgmma", everything_built); },
+               "Backends that would: cuda-mma");
+  // The standard format keeps the plan.
+  EXPECT_EQ(select_among(order, base_layer(), h100, "auto", everything_built).plan.size(), 2u);
+}
+
 // From the weights themselves: an act-order layer whose groups are all group-size long gets the
 // two-kernel plan on an H100; one expert's w2 with a channel moved between groups (describe
 // notices) keeps cuda-mma alone, and cuda-wgmma's verdict says why.

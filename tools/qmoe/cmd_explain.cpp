@@ -26,7 +26,8 @@ struct ExplainOptions {
   std::string dir;
   std::string device = "cpu";
   std::string backend = "auto";
-  std::string dtype;  // empty: not known, every activation dtype is assumed possible
+  std::string dtype;     // empty: not known, every activation dtype is assumed possible
+  bool batched = false;  // the forwards take the batched-experts format
   int tp = 1, ep = 1;
   bool json = false, quiet = false;
   OpenFlags open;
@@ -109,6 +110,7 @@ Explained explain(LayerGroup group, const ExplainOptions& o, const DeviceDesc& d
   Explained e{std::move(group), std::nullopt, {}, {}, {}};
   e.group.layer.activation_dtype =
       o.dtype.empty() ? std::optional<DType>() : std::optional<DType>(parse_dtype(o.dtype));
+  if (o.batched) e.group.layer.activation_format = ActivationFormat::batched_experts;
   e.judged = e.group.layer;
   if (o.tp > 1 || o.ep > 1) {
     e.plan = plan_shards(e.group.layer, ShardSpec{.tp_size = o.tp, .ep_size = o.ep});
@@ -116,6 +118,7 @@ Explained explain(LayerGroup group, const ExplainOptions& o, const DeviceDesc& d
     for (int rank = 0; rank < e.plan->world_size(); ++rank) {
       LayerDesc shard = e.plan->rank_layer(rank);
       shard.activation_dtype = e.group.layer.activation_dtype;
+      shard.activation_format = e.group.layer.activation_format;
       e.ranks.push_back(evaluate(shard, device, o.backend));
     }
   }
@@ -131,6 +134,17 @@ std::string shard_line(const ShardPlan& plan) {
       plan.spec.tp_size, plan.spec.ep_size, plan.world_size(), r.first_expert,
       r.first_expert + r.num_experts - 1, r.first_channel, r.first_channel + r.intermediate - 1,
       plan.layer.intermediate);
+}
+
+// The activation formats a backend's forwards take: "standard, batched_experts".
+std::vector<std::string> format_list(const Verdict& v) {
+  std::vector<std::string> names;
+  for (ActivationFormat f : v.activation_formats) names.emplace_back(name(f));
+  return names;
+}
+
+std::string format_names(const Verdict& v) {
+  return fmt::format("{}", fmt::join(format_list(v), ", "));
 }
 
 void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
@@ -183,7 +197,7 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
   for (const std::string& line : problems.lines()) fmt::print("  {}\n", line);
   fmt::print("\nbackends:\n");
   for (const Verdict& v : all.front().selection.verdicts)
-    fmt::print("  {:<12} {}\n", v.backend, v.summary);
+    fmt::print("  {:<12} {}; takes {}\n", v.backend, v.summary, format_names(v));
 }
 
 void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
@@ -206,6 +220,7 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
     g["source"] = e.group.source;
     g["layer"] = e.group.layer.to_string();
     g["scheme"] = to_string(e.group.layer.w13_scheme);
+    g["activation_format"] = name(e.group.layer.activation_format);
     if (e.plan) {
       g["shard"] = {{"tp", e.plan->spec.tp_size},
                     {"ep", e.plan->spec.ep_size},
@@ -236,7 +251,8 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
                                {"chosen", v.chosen},
                                {"summary", v.summary},
                                {"compatible", v.compatible},
-                               {"reason", v.reason}});
+                               {"reason", v.reason},
+                               {"activation_formats", format_list(v)}});
     }
     g["plan"] = nlohmann::json::array();
     for (const PlanStep& step : e.selection.plan)
@@ -284,6 +300,9 @@ void add_explain(CLI::App& root) {
       ->capture_default_str()
       ->check(backend_name());
   cmd->add_option("--dtype", o->dtype, "Activation dtype f32, f16 or bf16 (default: any)");
+  cmd->add_flag("--batched", o->batched,
+                "The forwards take the batched-experts format ([E, T_max, H] and counts, "
+                "MoE::forward_batched): only backends that take it");
   cmd->add_option("--tp", o->tp, "Tensor-parallel size")->capture_default_str()->check(at_least(1));
   cmd->add_option("--ep", o->ep, "Expert-parallel size")->capture_default_str()->check(at_least(1));
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");

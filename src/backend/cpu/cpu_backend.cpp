@@ -34,6 +34,11 @@ class CpuBackend final : public Backend {
     cpu::cpu_forward(static_cast<const cpu::CpuExperts&>(prepared), config, batch);
   }
 
+  void run_batched(const PreparedExperts& prepared, const MoEConfig& config,
+                   const BatchedBatch& batch) const override {
+    cpu::cpu_forward_batched(static_cast<const cpu::CpuExperts&>(prepared), config, batch);
+  }
+
  private:
   // Packs w13, calls w13_packed (after which w13 is not read again: it may be freed), packs w2.
   static std::unique_ptr<PreparedExperts> pack(const QuantizedWeight& w13,

@@ -48,7 +48,9 @@ struct CpuExperts final : PreparedExperts {
   mutable Workspace workspace;
 };
 
-// The whole forward on prepared weights (cpu_forward.cpp).
+// The whole forward on prepared weights (cpu_forward.cpp), routed or batched by expert.
 void cpu_forward(const CpuExperts& experts, const MoEConfig& config, const RoutedBatch& batch);
+void cpu_forward_batched(const CpuExperts& experts, const MoEConfig& config,
+                         const BatchedBatch& batch);
 
 }  // namespace qmoe::cpu

@@ -4,12 +4,15 @@
 //   3. GEMM2 + bias, items = (active expert, run of w2 panels)
 //   4. weighted sum over the k slots of each token, in slot order (so results do not depend on
 //      the thread count), converted to the output dtype
+// The batched-experts format runs the same steps 1-3 on rows grouped by their counts (each row
+// of x is a token with one slot), then step 4 is a copy of each row into out.
 // Items are runs of 32-row panels rather than experts, so a decode step with 8 active experts
 // still spreads over every core, and each item streams its panels once for all the expert's
 // tokens.
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <span>
 #include <type_traits>
 
 #include "act/activation.hpp"
@@ -20,6 +23,22 @@
 namespace qmoe::cpu {
 
 namespace {
+
+// What GEMM1 reads: token rows, the expert of each (token, slot) pair and, when the router weight
+// is folded into GEMM1's input, the weights.
+struct GemmInput {
+  TensorView hidden;  // [tokens, H]
+  int64_t k = 1;
+  const int32_t* ids = nullptr;  // [tokens * k]; nullptr: pair p is expert p / rows_per_expert's
+  int64_t rows_per_expert = 0;
+  const float* input_weights = nullptr;  // [tokens * k], or nullptr: no weight folded in
+  // Tokens without a row (the padding of a batched x): inputs are made per row, never per token.
+  bool sparse_tokens = false;
+
+  int32_t expert_of(int64_t pair) const {
+    return ids ? ids[pair] : static_cast<int32_t>(pair / rows_per_expert);
+  }
+};
 
 struct Item {
   int32_t expert;
@@ -144,8 +163,8 @@ void for_each_panel_tile(const CpuExperts& x, const PackedMatrix& w, const Works
 
 // GEMM1 reads bf16 activations directly when the kernel has a bf16 path, the input is bf16 and
 // no router weight has to be folded into it (that product would round).
-bool gemm1_in_bf16(const CpuExperts& x, const MoEConfig& config, DType dtype) {
-  return x.kernel.run_bf16 && dtype == DType::bf16 && !config.apply_router_weight_on_input &&
+bool gemm1_in_bf16(const CpuExperts& x, const GemmInput& in) {
+  return x.kernel.run_bf16 && in.hidden.dtype() == DType::bf16 && !in.input_weights &&
          x.w13.format.group_k % 2 == 0;
 }
 
@@ -172,31 +191,30 @@ void row_group_sums(const X* row, int64_t groups, int64_t G, float* sums) {
 
 // Rows of bf16 GEMM1 input (the hidden rows themselves, or act-order permutations of them) and
 // their sums over each w13 group.
-void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& ws) {
-  const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
+void prepare_bf16_inputs(const CpuExperts& x, const GemmInput& in, Workspace& ws) {
+  const int64_t H = x.H, k = in.k, rows = ws.expert_begin[x.E];
   const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;
-  const uint16_t* hidden = b.hidden.data_as<const uint16_t>();
-  const bool permuted = !x.w13.k_order.empty();
-  const int64_t distinct = permuted ? rows : b.hidden.dim(0);  // rows with their own values
+  const uint16_t* hidden = in.hidden.data_as<const uint16_t>();
+  const bool permuted = !x.w13.k_order.empty(), by_row = permuted || in.sparse_tokens;
+  const int64_t distinct = by_row ? rows : in.hidden.dim(0);  // rows with their own values
+  const auto token_of = [&](int64_t d) { return by_row ? ws.pair_of_row[d] / k : d; };
   ws.x_rows_bf16.resize(static_cast<size_t>(rows));
   ws.group_sum_rows.resize(static_cast<size_t>(rows));
   ws.group_sum.resize(static_cast<size_t>(distinct * groups));
   if (permuted) ws.x_bf16.resize(static_cast<size_t>(rows * H));
   for_rows(distinct, H, [&](int64_t d) {
-    const uint16_t* row = hidden + d * H;
+    const uint16_t* row = hidden + token_of(d) * H;
     if (permuted) {
-      const int64_t pair = ws.pair_of_row[d];
-      const int32_t* order = x.w13.k_order_of(b.topk_ids.data_as<const int32_t>()[pair]);
-      const uint16_t* src = hidden + pair / k * H;
+      const int32_t* order = x.w13.k_order_of(in.expert_of(ws.pair_of_row[d]));
       uint16_t* dst = ws.x_bf16.data() + d * H;
-      for (int64_t c = 0; c < H; ++c) dst[c] = src[order[c]];
+      for (int64_t c = 0; c < H; ++c) dst[c] = row[order[c]];
       row = dst;
     }
     row_group_sums(row, groups, G, ws.group_sum.data() + d * groups);
   });
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t d = permuted ? r : ws.pair_of_row[r] / k;
-    ws.x_rows_bf16[r] = permuted ? ws.x_bf16.data() + r * H : hidden + d * H;
+    const int64_t d = by_row ? r : ws.pair_of_row[r] / k;
+    ws.x_rows_bf16[r] = permuted ? ws.x_bf16.data() + r * H : hidden + token_of(d) * H;
     ws.group_sum_rows[r] = ws.group_sum.data() + d * groups;
   }
 }
@@ -204,36 +222,36 @@ void prepare_bf16_inputs(const CpuExperts& x, const RoutedBatch& b, Workspace& w
 // GEMM1's f32 input rows: the hidden rows themselves when they are f32 and every slot of a token
 // reads the same values, else converted (and, per (token, slot) pair, permuted to act order or
 // scaled by the router weight) into ws.x; with their sums over each w13 group.
-void prepare_inputs(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
-                    Workspace& ws) {
-  if (gemm1_in_bf16(x, config, b.hidden.dtype())) return prepare_bf16_inputs(x, b, ws);
-  const int64_t H = x.H, k = b.topk_ids.dim(1), rows = b.topk_ids.dim(0) * k;
+void prepare_inputs(const CpuExperts& x, const GemmInput& in, Workspace& ws) {
+  if (gemm1_in_bf16(x, in)) return prepare_bf16_inputs(x, in, ws);
+  const int64_t H = x.H, k = in.k, rows = ws.expert_begin[x.E];
   const int64_t groups = x.w13.format.groups, G = x.w13.format.group_k;
-  const DType dtype = b.hidden.dtype();
-  const float* weights = b.topk_weights.data_as<const float>();
-  const bool per_pair = !x.w13.k_order.empty() || config.apply_router_weight_on_input;
-  const bool in_place = !per_pair && dtype == DType::f32;
-  const int64_t M = b.hidden.dim(0), distinct = per_pair ? rows : M;  // rows with their own values
+  const DType dtype = in.hidden.dtype();
+  const bool per_pair = !x.w13.k_order.empty() || in.input_weights;
+  const bool in_place = !per_pair && dtype == DType::f32, by_row = per_pair || in.sparse_tokens;
+  const int64_t distinct = by_row ? rows : in.hidden.dim(0);  // rows with their own values
+  const auto token_of = [&](int64_t d) { return by_row ? ws.pair_of_row[d] / k : d; };
   if (!in_place) ws.x.resize(static_cast<size_t>(distinct * H));
-  const float* base = in_place ? b.hidden.data_as<const float>() : ws.x.data();
+  const auto row_of = [&](int64_t d) {
+    return in_place ? in.hidden.data_as<const float>() + token_of(d) * H : ws.x.data() + d * H;
+  };
   ws.group_sum.resize(static_cast<size_t>(distinct * groups));
   for_rows(distinct, H, [&](int64_t d) {
     if (!in_place) {
-      const int64_t pair = per_pair ? ws.pair_of_row[d] : d * k, m = pair / k;
-      const int64_t e = b.topk_ids.data_as<const int32_t>()[pair];
-      const int32_t* order = x.w13.k_order_of(e);
-      const float scale = config.apply_router_weight_on_input ? weights[pair] : 1.0f;
+      const int64_t pair = by_row ? ws.pair_of_row[d] : d * k;
+      const int32_t* order = x.w13.k_order_of(in.expert_of(pair));
+      const float scale = in.input_weights ? in.input_weights[pair] : 1.0f;
       float* dst = ws.x.data() + d * H;
       for (int64_t c = 0; c < H; ++c)
-        dst[c] = scale * to_f32(b.hidden.data(), dtype, m * H + (order ? order[c] : c));
+        dst[c] = scale * to_f32(in.hidden.data(), dtype, pair / k * H + (order ? order[c] : c));
     }
-    row_group_sums(base + d * H, groups, G, ws.group_sum.data() + d * groups);
+    row_group_sums(row_of(d), groups, G, ws.group_sum.data() + d * groups);
   });
   ws.x_rows.resize(static_cast<size_t>(rows));
   ws.group_sum_rows.resize(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t d = per_pair ? r : ws.pair_of_row[r] / k;
-    ws.x_rows[r] = base + d * H;
+    const int64_t d = by_row ? r : ws.pair_of_row[r] / k;
+    ws.x_rows[r] = row_of(d);
     ws.group_sum_rows[r] = ws.group_sum.data() + d * groups;
   }
 }
@@ -353,15 +371,54 @@ void combine(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
   });
 }
 
+// Rows of x [E, T_max, H] grouped by expert: expert e's are its first counts[e] rows.
+void group_by_counts(std::span<const int32_t> counts, int64_t T_max, Workspace& ws) {
+  const auto E = static_cast<int64_t>(counts.size());
+  ws.expert_begin.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) ws.expert_begin[e + 1] = ws.expert_begin[e] + counts[e];
+  ws.pair_of_row.resize(static_cast<size_t>(ws.expert_begin[E]));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t t = 0; t < counts[e]; ++t)
+      ws.pair_of_row[ws.expert_begin[e] + t] = static_cast<int32_t>(e * T_max + t);
+}
+
+// Steps 1-3 on rows grouped in ws: ws.y holds each row's expert output.
+void expert_rows(const CpuExperts& x, const MoEConfig& config, const GemmInput& in, Workspace& ws) {
+  prepare_inputs(x, in, ws);
+  const bool act_bf16 = gemm2_in_bf16(x, in.hidden.dtype());
+  gemm1_and_activation(x, config, gemm1_in_bf16(x, in), act_bf16, ws);
+  gemm2(x, act_bf16, ws);
+}
+
 void forward_with(const CpuExperts& x, const MoEConfig& config, const RoutedBatch& b,
                   Workspace& ws) {
-  group_by_expert(b.topk_ids.data_as<const int32_t>(), b.topk_ids.dim(0), b.topk_ids.dim(1), x.E,
-                  ws);
-  prepare_inputs(x, config, b, ws);
-  const bool act_bf16 = gemm2_in_bf16(x, b.hidden.dtype());
-  gemm1_and_activation(x, config, gemm1_in_bf16(x, config, b.hidden.dtype()), act_bf16, ws);
-  gemm2(x, act_bf16, ws);
+  const int32_t* ids = b.topk_ids.data_as<const int32_t>();
+  group_by_expert(ids, b.topk_ids.dim(0), b.topk_ids.dim(1), x.E, ws);
+  const float* input_weights =
+      config.apply_router_weight_on_input ? b.topk_weights.data_as<const float>() : nullptr;
+  expert_rows(x, config, {b.hidden, b.topk_ids.dim(1), ids, 0, input_weights, false}, ws);
   combine(x, config, b, ws);
+}
+
+void batched_with(const CpuExperts& x, const MoEConfig& config, const BatchedBatch& b,
+                  Workspace& ws) {
+  const int64_t T_max = b.x.dim(1), H = x.H;
+  group_by_counts(checked_host_counts("cpu", b), T_max, ws);
+  const TensorView tokens(b.x.data(), b.x.dtype(), {x.E * T_max, H});
+  expert_rows(x, config, {tokens, 1, nullptr, T_max, nullptr, true}, ws);
+  for_rows(ws.expert_begin[x.E], H, [&](int64_t r) {
+    store_row(b.out.data(), b.out.dtype(), ws.pair_of_row[r] * H, ws.y.data() + r * H, H);
+  });
+}
+
+// f(workspace): the layer's own workspace, or one of this call's while another thread runs a
+// forward on these weights.
+template <class F>
+void with_workspace(const CpuExperts& experts, F&& f) {
+  std::unique_lock lock(experts.workspace_mutex, std::try_to_lock);
+  if (lock.owns_lock()) return f(experts.workspace);
+  Workspace own;
+  f(own);
 }
 
 }  // namespace
@@ -369,10 +426,14 @@ void forward_with(const CpuExperts& x, const MoEConfig& config, const RoutedBatc
 void cpu_forward(const CpuExperts& experts, const MoEConfig& config, const RoutedBatch& batch) {
   check(batch.hidden.device().kind == DeviceKind::cpu,
         "backend 'cpu' needs host tensors, hidden is on {}", to_string(batch.hidden.device()));
-  std::unique_lock lock(experts.workspace_mutex, std::try_to_lock);
-  if (lock.owns_lock()) return forward_with(experts, config, batch, experts.workspace);
-  Workspace own;  // another thread is running a forward on these weights
-  forward_with(experts, config, batch, own);
+  with_workspace(experts, [&](Workspace& ws) { forward_with(experts, config, batch, ws); });
+}
+
+void cpu_forward_batched(const CpuExperts& experts, const MoEConfig& config,
+                         const BatchedBatch& batch) {
+  check(batch.x.device().kind == DeviceKind::cpu, "backend 'cpu' needs host tensors, x is on {}",
+        to_string(batch.x.device()));
+  with_workspace(experts, [&](Workspace& ws) { batched_with(experts, config, batch, ws); });
 }
 
 }  // namespace qmoe::cpu

@@ -57,6 +57,7 @@ const BackendDescriptor& cpu_descriptor() {
     b.activation_dtypes = {DType::f32, DType::f16, DType::bf16};
     b.bias = true;
     b.router_weight_on_input = true;
+    b.activation_formats = {ActivationFormat::standard, ActivationFormat::batched_experts};
     b.prepared_bytes = layer_bytes;
     return b;
   }();

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda_common/batched_rows.hpp"
 #include "backend/cuda_common/cuda_backend.hpp"
 #include "backend/cuda_common/expert_alignment.hpp"
 #include "backend/cuda_common/workspace_pool.hpp"
@@ -19,6 +20,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/device_scope.hpp"
+#include "route/routing_contract.hpp"
 
 namespace qmoe {
 
@@ -120,38 +122,117 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     const auto& p = static_cast<const CudaMmaExperts&>(prepared);
     DeviceScope scope(p.device);
     check_routed_batch(name(), batch, p.device, p.top_k, p.E, p.routing_report);
-    const DType dtype = batch.hidden.dtype();
-    check(dtype == DType::bf16 || dtype == DType::f16,
-          "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
+    check_dtype(batch.hidden.dtype());
     const auto stream = static_cast<cudaStream_t>(batch.stream);
-    run_experts(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
+    run_routed(p, p.workspace(stream, batch.hidden.dim(0)), config, batch, stream);
+  }
+
+  void run_batched(const PreparedExperts& prepared, const MoEConfig& config,
+                   const BatchedBatch& batch) const override {
+    const auto& p = static_cast<const CudaMmaExperts&>(prepared);
+    DeviceScope scope(p.device);
+    p.routing_report.throw_if_reported(name(), p.top_k, p.E);
+    for (auto [t, what] :
+         {std::pair{&batch.x, "x"}, {&batch.counts, "counts"}, {&batch.out, "out"}})
+      check_on_device(name(), *t, what, p.device);
+    check_dtype(batch.x.dtype());
+    const auto stream = static_cast<cudaStream_t>(batch.stream);
+    if (routing_checks_on()) {
+      std::vector<int32_t> counts = on_host<int32_t>(batch.counts, stream);
+      checked_host_counts(name(), {batch.x, TensorView(counts.data(), DType::i32, {p.E}), {}});
+    }
+    const int64_t rows = p.E * batch.x.dim(1);
+    if (rows == 0) return;
+    // The scratch of a routed forward with at least as many (token, slot) rows.
+    const int64_t tokens = (rows + p.top_k - 1) / p.top_k;
+    run_batched_rows(p, p.workspace(stream, tokens), config, batch, tokens, stream);
   }
 
  private:
-  static void run_experts(const CudaMmaExperts& p, const Workspace& ws, const MoEConfig& config,
-                          const RoutedBatch& batch, cudaStream_t stream) {
+  static void check_dtype(DType dtype) {
+    check(dtype == DType::bf16 || dtype == DType::f16,
+          "cuda-mma: hidden must be bf16 or f16, got {}", qmoe::name(dtype));
+  }
+
+  // The tile for a forward with the scratch of `tokens` routed tokens (the tallest the workspace
+  // holds alignments for), lowered to what the layer's kernels run on this device.
+  static int tile_rows_for(const CudaMmaExperts& p, int64_t tokens, DType dtype) {
+    return cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(tokens, p.top_k, p.E), p.w13.view,
+                                       p.w2.view, dtype);
+  }
+
+  static void run_routed(const CudaMmaExperts& p, const Workspace& ws, const MoEConfig& config,
+                         const RoutedBatch& batch, cudaStream_t stream) {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
-    const int tile_rows = cuda_mma::fitting_tile_rows(cuda_mma::choose_tile_rows(M, p.top_k, p.E),
-                                                      p.w13.view, p.w2.view, dtype);
-    const AlignSizes sizes = align_sizes(pairs, p.E, tile_rows);
+    const int tile_rows = tile_rows_for(p, M, dtype);
     const AlignOutputs aligned =
         cuda_common::align_in_workspace(ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
                                         tile_rows, p.routing_report.device_word(), stream);
+    const float* weights = batch.topk_weights.data_as<const float>();
+    const bool on_input = config.apply_router_weight_on_input;
+    run_gemms(
+        p, ws, config,
+        {batch.hidden.data(), p.top_k, on_input ? weights : nullptr, aligned, tile_rows, pairs, M},
+        dtype, stream);
+    QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
+                                      on_input ? nullptr : weights, M, k, p.H, batch.out.data(),
+                                      p.H, stream));
+  }
 
+  // Each row of x is a (token, slot) pair of its expert at top-k 1, unweighted: the work list from
+  // the counts, the same GEMMs, then each row's output back to its place in out.
+  static void run_batched_rows(const CudaMmaExperts& p, const Workspace& ws,
+                               const MoEConfig& config, const BatchedBatch& batch, int64_t tokens,
+                               cudaStream_t stream) {
+    const DType dtype = batch.x.dtype();
+    const int64_t T_max = batch.x.dim(1), rows = p.E * T_max;
+    const int tile_rows = tile_rows_for(p, tokens, dtype);
+    AlignOutputs aligned;
+    aligned.sorted_pair_ids = ws.sorted_pair_ids.as<int32_t>();
+    aligned.tile_experts = ws.tile_experts.as<int32_t>();
+    aligned.expert_offsets = ws.expert_offsets.as<int32_t>();
+    aligned.padded_total = ws.padded_total.as<int32_t>();
+    aligned.fault = p.routing_report.device_word();
+    const auto* counts = batch.counts.data_as<const int32_t>();
+    QMOE_CUDA_CHECK(
+        cuda_common::align_batched_cuda(counts, p.E, T_max, tile_rows, aligned, stream));
+    run_gemms(p, ws, config, {batch.x.data(), 1, nullptr, aligned, tile_rows, rows, tokens}, dtype,
+              stream);
+    QMOE_CUDA_CHECK(cuda_common::scatter_batched_rows_cuda(ws.gemm2_out.data(), counts,
+                                                           aligned.expert_offsets, p.E, T_max, p.H,
+                                                           batch.out.data(), stream));
+  }
+
+  // What the two GEMMs read: GEMM1's input rows (row pair / top_k of `a` for each sorted pair),
+  // the router weights folded into GEMM1 (nullptr: none), the alignment and its tile, and the
+  // routed batch (tokens at the layer's top-k) the plans are made for.
+  struct GemmRows {
+    const void* a;
+    int top_k;
+    const float* input_weights;
+    AlignOutputs aligned;
+    int tile_rows;
+    int64_t pairs;
+    int64_t plan_tokens;
+  };
+
+  // GEMM1 (with the activation) into ws.activated, GEMM2 into ws.gemm2_out, both in sorted rows.
+  static void run_gemms(const CudaMmaExperts& p, const Workspace& ws, const MoEConfig& config,
+                        const GemmRows& rows, DType dtype, cudaStream_t stream) {
+    const AlignSizes sizes = align_sizes(rows.pairs, p.E, rows.tile_rows);
     GemmProblem g1;
     g1.w = p.w13.view;
-    g1.a = batch.hidden.data();
+    g1.a = rows.a;
     g1.a_stride = p.H;
     g1.a_rows_are_tokens = true;
-    g1.top_k = p.top_k;
-    g1.sorted_pair_ids = aligned.sorted_pair_ids;
-    g1.tile_experts = aligned.tile_experts;
-    g1.padded_total = aligned.padded_total;
-    g1.num_pairs = pairs;
+    g1.top_k = rows.top_k;
+    g1.sorted_pair_ids = rows.aligned.sorted_pair_ids;
+    g1.tile_experts = rows.aligned.tile_experts;
+    g1.padded_total = rows.aligned.padded_total;
+    g1.num_pairs = rows.pairs;
     g1.max_tiles = sizes.max_tiles;
-    g1.topk_weights =
-        config.apply_router_weight_on_input ? batch.topk_weights.data_as<const float>() : nullptr;
+    g1.topk_weights = rows.input_weights;
     g1.out = ws.activated.data();
     g1.out_stride = p.I;
     g1.fuse_activation = true;
@@ -165,8 +246,8 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
       g1.tail_slots = cuda_mma::kMaxTailSlots;
     }
     g1.next_kernel_starts_early = false;
-    const GemmPlan plan1 =
-        cuda_mma::plan_gemm(g1.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
+    const GemmPlan plan1 = cuda_mma::plan_gemm(g1.w, rows.tile_rows, rows.plan_tokens, p.top_k, p.E,
+                                               sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));
 
     GemmProblem g2 = g1;
@@ -179,14 +260,9 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     g2.next_kernel_starts_early = true;
     g2.out = ws.gemm2_out.data();
     g2.out_stride = p.H;
-    const GemmPlan plan2 =
-        cuda_mma::plan_gemm(g2.w, tile_rows, M, p.top_k, p.E, sizes.max_tiles, dtype);
+    const GemmPlan plan2 = cuda_mma::plan_gemm(g2.w, rows.tile_rows, rows.plan_tokens, p.top_k, p.E,
+                                               sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g2, plan2, dtype, stream));
-
-    const float* combine_weights =
-        config.apply_router_weight_on_input ? nullptr : batch.topk_weights.data_as<const float>();
-    QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
-                                      combine_weights, M, k, p.H, batch.out.data(), p.H, stream));
   }
 };
 

@@ -66,6 +66,7 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.activation_dtypes = {DType::bf16, DType::f16};
     b.bias = true;
     b.router_weight_on_input = true;
+    b.activation_formats = {ActivationFormat::standard, ActivationFormat::batched_experts};
     // What the shared GPU routing and alignment take.
     b.max_experts = std::min(kMaxRoutingExperts, kMaxAlignExperts);
     b.max_top_k = kMaxRoutingTopK;

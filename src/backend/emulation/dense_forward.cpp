@@ -52,13 +52,30 @@ DequantizedExperts dequantize(const QuantizedExperts& experts) {
   return d;
 }
 
+// One row through expert e: y = W2 act(W13 x + b13) + b2 (x quantized first under W4A4, so
+// it is overwritten). h and a are scratch rows of w13_rows and I.
+template <class Acc>
+void expert_mlp(const DequantizedExperts& w, const MoEConfig& config, int64_t e,
+                std::vector<Acc>& x, std::vector<Acc>& h, std::vector<Acc>& a,
+                std::vector<Acc>& y) {
+  const int64_t H = w.H, I = w.I;
+  quantize_input(w.w13_input, x);
+  matvec(w.w13.data_as<float>() + e * w.w13_rows * H,
+         w.b13.empty() ? nullptr : w.b13.data_as<float>() + e * w.w13_rows, x.data(), w.w13_rows, H,
+         h.data());
+  apply_activation(config.activation, config.activation_params, h.data(), 1, I, a.data());
+  quantize_input(w.w2_input, a);
+  matvec(w.w2.data_as<float>() + e * H * I, w.b2.empty() ? nullptr : w.b2.data_as<float>() + e * H,
+         a.data(), H, I, y.data());
+}
+
 template <class Acc>
 void dense_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
                        const RoutedBatch& batch) {
-  const int64_t M = batch.hidden.dim(0), H = w.H, I = w.I, k = batch.topk_ids.dim(1);
+  const int64_t M = batch.hidden.dim(0), H = w.H, k = batch.topk_ids.dim(1);
   const float* weights = batch.topk_weights.data_as<const float>();
   const int32_t* ids = batch.topk_ids.data_as<const int32_t>();
-  std::vector<Acc> x(H), h(w.w13_rows), a(I), y(H), sum(H);
+  std::vector<Acc> x(H), h(w.w13_rows), a(w.I), y(H), sum(H);
   for (int64_t m = 0; m < M; ++m) {
     std::fill(sum.begin(), sum.end(), Acc(0));
     for (int64_t j = 0; j < k; ++j) {
@@ -70,19 +87,29 @@ void dense_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
         x[c] = Acc(load_as_double(batch.hidden.data(), batch.hidden.dtype(), m * H + c));
         if (config.apply_router_weight_on_input) x[c] *= weight;
       }
-      quantize_input(w.w13_input, x);
-      matvec(w.w13.data_as<float>() + e * w.w13_rows * H,
-             w.b13.empty() ? nullptr : w.b13.data_as<float>() + e * w.w13_rows, x.data(),
-             w.w13_rows, H, h.data());
-      apply_activation(config.activation, config.activation_params, h.data(), 1, I, a.data());
-      quantize_input(w.w2_input, a);
-      matvec(w.w2.data_as<float>() + e * H * I,
-             w.b2.empty() ? nullptr : w.b2.data_as<float>() + e * H, a.data(), H, I, y.data());
+      expert_mlp(w, config, e, x, h, a, y);
       const Acc scale = config.apply_router_weight_on_input ? Acc(1) : weight;
       for (int64_t c = 0; c < H; ++c) sum[c] += scale * y[c];
     }
     for (int64_t c = 0; c < H; ++c)
       store_from_double(batch.out.data(), batch.out.dtype(), m * H + c, double(sum[c]));
+  }
+}
+
+void dense_batched_forward(const DequantizedExperts& w, const MoEConfig& config,
+                           const BatchedBatch& batch) {
+  const std::span<const int32_t> counts = checked_host_counts("emulation", batch);
+  const int64_t T_max = batch.x.dim(1), H = w.H;
+  std::vector<float> x(H), h(w.w13_rows), a(w.I), y(H);
+  for (int64_t e = 0; e < w.E; ++e) {
+    for (int64_t t = 0; t < counts[e]; ++t) {
+      const int64_t row = (e * T_max + t) * H;
+      for (int64_t c = 0; c < H; ++c)
+        x[c] = float(load_as_double(batch.x.data(), batch.x.dtype(), row + c));
+      expert_mlp(w, config, e, x, h, a, y);
+      for (int64_t c = 0; c < H; ++c)
+        store_from_double(batch.out.data(), batch.out.dtype(), row + c, double(y[c]));
+    }
   }
 }
 

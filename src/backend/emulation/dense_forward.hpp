@@ -25,4 +25,8 @@ template <class Acc>
 void dense_moe_forward(const DequantizedExperts& w, const MoEConfig& config,
                        const RoutedBatch& batch);
 
+// The batched-experts format (BatchedBatch) in float; host tensors, counts checked.
+void dense_batched_forward(const DequantizedExperts& w, const MoEConfig& config,
+                           const BatchedBatch& batch);
+
 }  // namespace qmoe

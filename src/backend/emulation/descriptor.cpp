@@ -24,6 +24,7 @@ const BackendDescriptor& emulation_descriptor() {
     b.activation_dtypes = {DType::f32, DType::f16, DType::bf16};
     b.bias = true;
     b.router_weight_on_input = true;
+    b.activation_formats = {ActivationFormat::standard, ActivationFormat::batched_experts};
     return b;
   }();
   return d;

@@ -28,6 +28,11 @@ class EmulationBackend final : public Backend {
            const RoutedBatch& batch) const override {
     dense_moe_forward<float>(static_cast<const EmulationExperts&>(prepared).weights, config, batch);
   }
+
+  void run_batched(const PreparedExperts& prepared, const MoEConfig& config,
+                   const BatchedBatch& batch) const override {
+    dense_batched_forward(static_cast<const EmulationExperts&>(prepared).weights, config, batch);
+  }
 };
 
 }  // namespace
