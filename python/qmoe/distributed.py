@@ -20,9 +20,9 @@ import os
 from . import _qmoe, _torch_op
 from ._checkpoint import Checkpoint
 from ._moe import MoE
-from ._qmoe import RankShard, ShardPlan, plan_shards
+from ._qmoe import RankShard, ShardPlan, localize_routing, plan_shards, route_topk
 
-__all__ = ["RankShard", "ShardPlan", "ShardedMoE", "plan_shards"]
+__all__ = ["RankShard", "ShardPlan", "ShardedMoE", "localize_routing", "plan_shards", "route_topk"]
 
 try:
     import torch

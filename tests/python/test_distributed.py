@@ -2,8 +2,8 @@
 torch.distributed group, Gloo on the CPU. Every rank's output is checked against the unsharded
 qmoe.MoE and against a float64 forward of the whole layer that qmoe had no part in: the output
 GPTQ's own decoding gives (reference/expected.safetensors), or reference.py on the dequantized
-weights. With 2 GPUs the same layer runs over NCCL. Skipped, with the reason, where torch is
-missing."""
+weights. With 2 GPUs the same layer runs over NCCL. The planning and routing bindings are checked
+without torch; the rest skips, with the reason, where torch is missing."""
 import numpy as np
 import pytest
 
@@ -12,16 +12,23 @@ import qmoe.distributed
 import reference
 from conftest import DATA
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
-dist = pytest.importorskip("torch.distributed", reason="torch has no torch.distributed")
-if not dist.is_available():
-    pytest.skip("this torch is built without torch.distributed", allow_module_level=True)
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    torch = dist = None
 
+needs_torch = pytest.mark.skipif(
+    dist is None or not dist.is_available(),
+    reason="needs torch with torch.distributed "
+    f"({'not installed' if torch is None else 'built without it'})",
+)
 needs_two_gpus = pytest.mark.skipif(
-    not (torch.cuda.device_count() >= 2 and qmoe.cuda_built and dist.is_nccl_available()),
-    reason="needs 2 CUDA GPUs, NCCL and qmoe's CUDA backends (GPUs: "
-    f"{torch.cuda.device_count()}, NCCL: {dist.is_nccl_available()}, "
-    f"CUDA backends: {qmoe.cuda_built})",
+    torch is None or not (torch.cuda.device_count() >= 2 and qmoe.cuda_built
+                          and dist.is_nccl_available()),
+    reason="needs torch, 2 CUDA GPUs, NCCL and qmoe's CUDA backends"
+    + ("" if torch is None else f" (GPUs: {torch.cuda.device_count()}, NCCL: "
+       f"{dist.is_nccl_available()}, CUDA backends: {qmoe.cuda_built})"),
 )
 
 # GPTQ int8 channelwise, E 4, H 96, I 32, top-2, f16 biases on w13 and w2: TP 2 (16 channels per
@@ -84,12 +91,14 @@ def my_rows(t):
 # ---- what each rank runs ----
 
 
-def checkpoint_forward(tp, ep, token_split, dtype=torch.float32):
-    """On the group's default device: the CPU for Gloo, the rank's GPU for NCCL."""
+def checkpoint_forward(tp, ep, token_split, dtype=None):
+    """On the group's default device: the CPU for Gloo, the rank's GPU for NCCL; f32 unless
+    dtype says otherwise."""
     layer = qmoe.distributed.ShardedMoE.from_checkpoint(FIXTURE, 0, tp_size=tp, ep_size=ep)
     x, logits, _ = library_io()
     device = layer.local.device
-    x, logits = torch.from_numpy(x).to(device, dtype), torch.from_numpy(logits).to(device)
+    x = torch.from_numpy(x).to(device, dtype or torch.float32)
+    logits = torch.from_numpy(logits).to(device)
     if token_split:
         return layer.forward_token_split(my_rows(x), my_rows(logits)).cpu()
     return layer(x, logits).cpu()
@@ -124,6 +133,34 @@ def refusals():
 # ---- the tests ----
 
 
+def test_plan_refuses_a_split_that_cuts_a_packed_word():
+    ckpt = qmoe.Checkpoint(DATA / "ct-library-int4-g32-asym")
+    with pytest.raises(qmoe.Error, match="TP sizes that work: 1"):
+        qmoe.distributed.plan_shards(ckpt.scheme, ckpt.layer_config(0), 2, 1)
+
+
+def test_each_rank_sees_the_whole_layers_routing_on_its_own_experts():
+    experts, config = random_layer(E=5, top_k=2, seed=5)
+    plan = qmoe.distributed.plan_shards(experts, config, 1, 2)
+    logits = np.random.default_rng(5).standard_normal((6, 5)).astype(np.float32)
+    expected_weights, expected_ids = reference.route(logits, config.top_k)
+    summed = np.zeros_like(expected_weights)
+    for shard in plan.ranks:
+        weights = np.empty((6, 2), np.float32)
+        ids = np.empty((6, 2), np.int32)
+        qmoe.distributed.route_topk(config, logits, weights, ids)
+        assert np.array_equal(ids, expected_ids)
+        np.testing.assert_allclose(weights, expected_weights, rtol=1e-6)
+        qmoe.distributed.localize_routing(plan, shard.rank, weights, ids)
+        mine = (expected_ids >= shard.first_expert) & (
+            expected_ids < shard.first_expert + shard.num_experts)
+        assert np.array_equal(ids, np.where(mine, expected_ids - shard.first_expert, 0))
+        assert not weights[~mine].any()
+        summed += weights
+    np.testing.assert_allclose(summed, expected_weights, rtol=1e-6)  # each slot on one rank
+
+
+@needs_torch
 @pytest.mark.parametrize("tp, ep", [(2, 1), (1, 2), (2, 2)])
 def test_replicated_tokens_give_the_whole_layer_with_its_bias_once(tmp_path, tp, ep):
     assert qmoe.Checkpoint(FIXTURE).layer_config(0).w2_bias  # the bias whose sum is checked
@@ -136,6 +173,7 @@ def test_replicated_tokens_give_the_whole_layer_with_its_bias_once(tmp_path, tp,
         assert reference.relative_error(out.numpy(), expected) < F32_BOUND
 
 
+@needs_torch
 @pytest.mark.parametrize("tp, ep", [(1, 2), (2, 2)])
 def test_token_split_gives_each_rank_its_own_rows(tmp_path, tp, ep):
     outs = run_ranks(tmp_path, tp * ep, checkpoint_forward, tp, ep, True)
@@ -146,6 +184,7 @@ def test_token_split_gives_each_rank_its_own_rows(tmp_path, tp, ep):
     assert reference.relative_error(out, expected) < F32_BOUND
 
 
+@needs_torch
 def test_odd_expert_count_over_two_ranks(tmp_path):
     experts, config = random_layer(E=5, top_k=2, seed=3)
     rng = np.random.default_rng(3)
@@ -160,6 +199,7 @@ def test_odd_expert_count_over_two_ranks(tmp_path):
         assert reference.relative_error(r["out"].numpy(), expected) < F32_BOUND
 
 
+@needs_torch
 def test_a_rank_with_no_routed_tokens_adds_nothing_and_still_sums(tmp_path):
     experts, config = random_layer(E=4, top_k=2, seed=4)
     rng = np.random.default_rng(4)
@@ -173,6 +213,7 @@ def test_a_rank_with_no_routed_tokens_adds_nothing_and_still_sums(tmp_path):
         assert reference.relative_error(r["out"].numpy(), expected) < F32_BOUND
 
 
+@needs_torch
 def test_forward_is_a_custom_op_that_compiles(tmp_path):
     outs = run_ranks(tmp_path, 2, compiled_op_forward)
     _, _, expected = library_io()
@@ -180,6 +221,7 @@ def test_forward_is_a_custom_op_that_compiles(tmp_path):
         assert reference.relative_error(out.numpy(), expected) < F32_BOUND
 
 
+@needs_torch
 def test_refusals_name_the_sizes(tmp_path):
     group_size, packed_word = run_ranks(tmp_path, 2, refusals)[0]
     assert "the process group has 2 ranks but tp_size 2 x ep_size 2 needs 4" in group_size
