@@ -21,7 +21,8 @@ extra_flags=()
 libs=(-lfmt)
 case "$target" in
   safetensors)
-    sources=(src/format/safetensors.cpp src/core/dtype.cpp)
+    sources=(src/format/safetensors.cpp src/format/tensor_part.cpp src/format/tensor_read.cpp
+             src/core/dtype.cpp)
     seeds='*.safetensors' ;;
   config)
     # The config parser reaches every format's rules through the registry, and so their adapters.
@@ -29,7 +30,8 @@ case "$target" in
              src/format/registry.cpp src/format/adapter.cpp src/format/gptq.cpp src/format/awq.cpp
              src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp src/format/quark.cpp
              src/format/gptq_zero_overflow.cpp src/format/expert_names.cpp src/format/packing.cpp
-             src/format/tensor_read.cpp src/format/tensor_store.cpp src/format/safetensors.cpp
+             src/format/tensor_part.cpp src/format/tensor_read.cpp src/format/tensor_store.cpp
+             src/format/safetensors.cpp
              src/format/safetensors_writer.cpp src/format/mapped_file.cpp
              src/format/regular_file.cpp src/config/moe_config.cpp src/quant/scheme.cpp
              src/quant/quantized_weight.cpp src/core/dtype.cpp src/core/tensor.cpp
@@ -43,8 +45,9 @@ case "$target" in
     fi
     seeds='config.json' ;;
   index)
-    sources=(src/format/tensor_store.cpp src/format/safetensors.cpp src/format/mapped_file.cpp
-             src/format/regular_file.cpp src/core/dtype.cpp)
+    sources=(src/format/tensor_store.cpp src/format/tensor_part.cpp src/format/tensor_read.cpp
+             src/format/safetensors.cpp src/format/mapped_file.cpp src/format/regular_file.cpp
+             src/core/dtype.cpp)
     seeds='*.index.json' ;;
   *) echo "unknown fuzz target '$target' (valid: safetensors, config, index)" >&2; exit 2 ;;
 esac

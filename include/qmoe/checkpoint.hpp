@@ -57,6 +57,19 @@ struct OpenOptions {
   bool strict_zeros = false;
 };
 
+// Part of one layer's experts, as one rank of a tensor- and expert-parallel plan needs it
+// (qmoe/shard.hpp): experts [first_expert, first_expert + num_experts) and of each the intermediate
+// channels [first_channel, first_channel + channels) (channels 0: all of them). That is w13's gate
+// and up rows of those channels with their scales, zero points and bias, and w2's K slice of them
+// with its scales, zero points and g_idx; act-order w2 keeps the scales and zero points of the
+// whole K (QuantizedWeight::K_full). w2's bias only with w2_bias (in a TP group, tp_rank 0 adds
+// it).
+struct ExpertSlice {
+  int64_t first_expert = 0, num_experts = 0;
+  int64_t first_channel = 0, channels = 0;
+  bool w2_bias = true;
+};
+
 class Checkpoint {
  public:
   // Reads config.json and the safetensors headers (memory-mapped; no tensor data is copied until
@@ -88,13 +101,21 @@ class Checkpoint {
   // a missing expert or projection, inconsistent shapes, or a quantized router (the router must
   // stay in float).
   QuantizedExperts load_layer(int layer) const;
-  // Experts [first, first + count) of one layer only (expert e becomes e - first), reading only
-  // their tensors where the format stores experts one by one (gpt-oss's fused tensors are read
-  // whole and sliced). For an expert-parallel rank: load_experts(layer, r.first_expert,
-  // r.num_experts) of its RankShard.
+  // Part of one layer (expert e becomes e - first_expert), reading only the bytes of the files that
+  // hold it: the experts' tensors (for gpt-oss's fused [E, ...] tensors, the experts' rows) and of
+  // those, for a channel slice, the rows or the runs of columns that hold the channels. Equal, bit
+  // for bit, to cutting the part out of load_layer. Throws Error when the channel slice would cut
+  // a packed 32-bit word or a quantization group of the stored tensors, naming the sizes that work.
+  // load_shard (qmoe/distributed.hpp) reads a rank's shard with it.
+  QuantizedExperts load_experts(int layer, const ExpertSlice& slice) const;
+  // All channels of experts [first, first + count).
   QuantizedExperts load_experts(int layer, int64_t first, int64_t count) const;
-  // Bytes of the checkpoint tensors load_experts(layer, first, count) reads.
+  // Bytes of the checkpoint's tensors load_experts reads for `slice`, computed (nothing is read).
+  int64_t experts_bytes(int layer, const ExpertSlice& slice) const;
   int64_t experts_bytes(int layer, int64_t first, int64_t count) const;
+  // Bytes of expert tensors this Checkpoint's loads have read so far, from every thread: what
+  // experts_bytes says, measured.
+  int64_t bytes_read() const;
   // moe_config() plus what one layer stores beside its experts: the router's score correction
   // bias (DeepSeek-V3 `mlp.gate.e_score_correction_bias`, [E]) when present.
   MoEConfig layer_config(int layer) const;

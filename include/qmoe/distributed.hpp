@@ -79,8 +79,11 @@ class ShardedMoE {
 };
 
 // One rank's slice of a checkpoint layer, equal to shard_experts(ckpt.load_layer(layer), plan,
-// rank) but reading only the rank's experts (Checkpoint::load_experts); the TP cut of their
-// channels is made after reading.
+// rank) but reading only the bytes of the files that hold it (Checkpoint::load_experts of the
+// rank's experts and channels). A plan of word_bits 8 that cuts a packed 32-bit word is an Error
+// naming the TP sizes that work.
 QuantizedExperts load_shard(const Checkpoint& ckpt, int layer, const ShardPlan& plan, int rank);
+// The bytes of the checkpoint's files load_shard reads for `rank` (Checkpoint::experts_bytes).
+int64_t shard_bytes(const Checkpoint& ckpt, int layer, const ShardPlan& plan, int rank);
 
 }  // namespace qmoe

@@ -16,6 +16,35 @@ const FormatAdapter& adapter_for(CheckpointFormat stored_format) {
   return entry.adapter();
 }
 
+Projection FormatAdapter::read(const TensorStore& store, const ProjectionSpec& spec) const {
+  return decode(store.read_parts(parts(store, spec)), spec);
+}
+
+Range ProjectionSpec::groups() const {
+  const int64_t G = scheme.groups_for(K);
+  if (scheme.act_order || scheme.group_size == kChannelwise) return {0, G};
+  const int64_t size = scheme.group_size;
+  const Range k = cols();
+  check(k.first % size == 0 && k.count % size == 0,
+        "{}: input channels [{}, {}) cut a quantization group of {} (valid: multiples of {})",
+        module, k.first, k.end(), size, size);
+  return {k.first / size, k.count / size};
+}
+
+void ProjectionSpec::check_cut(int64_t out_multiple, int64_t in_multiple, const char* why) const {
+  const auto fits = [](Range r, int64_t all, int64_t multiple) {
+    return r.first >= 0 && r.count >= 1 && r.first <= all && r.count <= all - r.first &&
+           r.first % multiple == 0 && (r.count % multiple == 0 || r.end() == all);
+  };
+  const Range n = rows(), k = cols();
+  check(
+      fits(n, N, out_multiple) && fits(k, K, in_multiple),
+      "{}: cannot read output channels [{}, {}) x input channels [{}, {}) of [{}, {}]: {} (valid: "
+      "output channels in multiples of {}, input channels in multiples of {}, within the "
+      "projection)",
+      module, n.first, n.end(), k.first, k.end(), N, K, why, out_multiple, in_multiple);
+}
+
 void check_group_divides(const ProjectionSpec& spec) {
   const int64_t G = spec.scheme.group_size_for(spec.K);
   check(spec.K % G == 0, "{}: group size {} does not divide K = {} (valid: a divisor of K, or -1)",
@@ -61,10 +90,17 @@ void add_bias(SafetensorsWriter& out, const ProjectionSpec& spec, const Projecti
   if (!p.bias.empty()) add_floats(out, spec.module + ".bias", {spec.N}, p.bias, options);
 }
 
-std::vector<float> read_bias(const TensorStore& store, const ProjectionSpec& spec) {
-  const TensorInfo* t = store.find(spec.module + ".bias");
+void add_bias_part(std::vector<TensorPart>& parts, const TensorStore& store,
+                   const ProjectionSpec& spec) {
+  const std::string name = spec.module + ".bias";
+  if (spec.bias && store.find(name))
+    parts.push_back(span_part(name, kFloatDTypes, spec.N, spec.rows()));
+}
+
+std::vector<float> read_bias(const TensorStore& parts, const ProjectionSpec& spec) {
+  const TensorInfo* t = parts.find(spec.module + ".bias");
   if (!t) return {};
-  return read_floats(*t, spec.N);
+  return read_floats(*t, spec.rows().count);
 }
 
 }  // namespace qmoe::format

@@ -34,20 +34,35 @@ class AwqAdapter final : public FormatAdapter {
           spec.module, spec.N);
   }
 
-  Projection read(const TensorStore& store, const ProjectionSpec& spec) const override {
+  std::vector<TensorPart> parts(const TensorStore& store,
+                                const ProjectionSpec& spec) const override {
     check_scheme(spec);
+    spec.check_cut(8, 1, "AWQ packs 8 output channels per int32");
+    // qweight [K, N/8]: a K cut takes whole rows, an N cut words of every row. scales [G, N] and
+    // qzeros [G, N/8]: the groups' rows, the output channels' columns (words of them).
     const int64_t N = spec.N, K = spec.K, G = spec.scheme.groups_for(K);
+    const Range n = spec.rows(), k = spec.cols(), g = spec.groups(),
+                words{n.first / 8, n.count / 8};
+    const std::string& m = spec.module;
+    std::vector<TensorPart> parts{block_part(m + ".qweight", {StDType::i32}, K, N / 8, k, words),
+                                  block_part(m + ".scales", kFloatDTypes, G, N, g, n)};
+    if (spec.scheme.has_zero_points())
+      parts.push_back(block_part(m + ".qzeros", {StDType::i32}, G, N / 8, g, words));
+    add_bias_part(parts, store, spec);
+    return parts;
+  }
+
+  Projection decode(const TensorStore& parts, const ProjectionSpec& spec) const override {
+    const int64_t N = spec.rows().count, K = spec.cols().count, G = spec.groups().count;
     Projection p;
-    const TensorInfo& qweight = store.at(spec.module + ".qweight");
-    expect_tensor(qweight, {StDType::i32}, {K, N / 8});
-    p.codes = unpack_along_cols_transposed(qweight.bytes, K, N / 8, 4, kAwqSlotOf);
-    p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
+    p.codes = unpack_along_cols_transposed(parts.at(spec.module + ".qweight").bytes, K, N / 8, 4,
+                                           kAwqSlotOf);
+    p.scales = read_floats(parts.at(spec.module + ".scales"), G, N).transposed();
     if (spec.scheme.has_zero_points()) {
-      const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
-      expect_tensor(qzeros, {StDType::i32}, {G, N / 8});
-      p.zeros = unpack_along_cols_transposed(qzeros.bytes, G, N / 8, 4, kAwqSlotOf);
+      p.zeros = unpack_along_cols_transposed(parts.at(spec.module + ".qzeros").bytes, G, N / 8, 4,
+                                             kAwqSlotOf);
     }
-    p.bias = read_bias(store, spec);
+    p.bias = read_bias(parts, spec);
     return p;
   }
 

@@ -47,9 +47,20 @@ struct Checkpoint::Impl {
   }
   // The scheme of one expert module, with the dtype its scales are stored in.
   QuantScheme module_scheme(const std::string& module, int layer) const;
-  // `codes_out`: where the canonical codes go when the format can write them there directly.
-  format::Projection read(int layer, int64_t expert, Role role, const QuantScheme& s,
-                          uint8_t* codes_out) const;
+  // One expert module's part of a slice: its rows `out` and columns `in`, its bias when `bias`.
+  struct ModulePart {
+    Role role = Role::up;
+    format::Range out, in;
+    bool bias = true;
+  };
+  // The modules' parts a slice reads of each expert, w13's in the order their rows stack.
+  std::vector<ModulePart> module_parts(format::Range channels, bool w2_bias) const;
+  // What the adapter reads of one expert's module part (scheme `s`, as the layer's first module).
+  format::ProjectionSpec spec_of(int layer, int64_t expert, const ModulePart& part,
+                                 const QuantScheme& s) const;
+  format::Projection read(const format::ProjectionSpec& spec) const;
+  // The slice's channels of I (all for channels 0), after checking its ranges.
+  format::Range channels_of(const ExpertSlice& slice) const;
   void check_router(int layer) const;
   void require_layer(int layer) const;
   std::vector<int> layers() const;
@@ -98,26 +109,51 @@ QuantScheme Checkpoint::Impl::module_scheme(const std::string& module, int layer
   return out;
 }
 
-format::Projection Checkpoint::Impl::read(int layer, int64_t expert, Role role,
-                                          const QuantScheme& s, uint8_t* codes_out) const {
-  const std::string module = layout.expert_module(layer, expert, role);
+std::vector<Checkpoint::Impl::ModulePart> Checkpoint::Impl::module_parts(format::Range channels,
+                                                                         bool w2_bias) const {
+  const int64_t H = config.moe.hidden, I = config.moe.intermediate;
+  const bool gated = is_gated(config.moe.activation);
+  std::vector<ModulePart> parts;
+  // Canonical w13 rows are [gate; up] (only up when not gated): a range of them may cross from
+  // the gate module into the up module.
+  for (format::Range r : format::w13_row_ranges(config.moe.activation, I, channels)) {
+    while (r.count > 0) {
+      const bool gate = gated && r.first < I;
+      const int64_t first = gate || !gated ? r.first : r.first - I;
+      const int64_t count = gate ? std::min(r.count, I - r.first) : r.count;
+      parts.push_back({gate ? Role::gate : Role::up, {first, count}, {0, H}, true});
+      r = {r.first + count, r.count - count};
+    }
+  }
+  parts.push_back({Role::down, {0, H}, channels, w2_bias});
+  return parts;
+}
+
+format::ProjectionSpec Checkpoint::Impl::spec_of(int layer, int64_t expert, const ModulePart& part,
+                                                 const QuantScheme& s) const {
+  const std::string module = layout.expert_module(layer, expert, part.role);
   const QuantScheme actual = module_scheme(module, layer);
   check(actual == s,
         "layer {}: module '{}' is {} but the layer's first module is {}; one layer "
         "holds one scheme",
         layer, module, to_string(actual), to_string(s));
-  const bool down = role == Role::down;
-  const format::ProjectionSpec spec{.module = module,
-                                    .N = down ? config.moe.hidden : config.moe.intermediate,
-                                    .K = down ? config.moe.intermediate : config.moe.hidden,
-                                    .scheme = s,
-                                    .gptq_version = config.quant.gptq_version,
-                                    .strict_zeros = strict_zeros,
-                                    .codes_out = codes_out};
+  const bool down = part.role == Role::down;
+  return format::ProjectionSpec{.module = module,
+                                .N = down ? config.moe.hidden : config.moe.intermediate,
+                                .K = down ? config.moe.intermediate : config.moe.hidden,
+                                .scheme = s,
+                                .gptq_version = config.quant.gptq_version,
+                                .strict_zeros = strict_zeros,
+                                .out = part.out,
+                                .in = part.in,
+                                .bias = part.bias};
+}
+
+format::Projection Checkpoint::Impl::read(const format::ProjectionSpec& spec) const {
   format::Projection p = adapter().read(store, spec);
   // Converted: the file's pages of this module are not needed again (they stay in the page
   // cache), so they leave this process's memory.
-  store.release_pages(module + ".");
+  store.release_pages(spec.module + ".");
   return p;
 }
 
@@ -227,60 +263,91 @@ MoEConfig Checkpoint::layer_config(int layer) const {
 QuantizedExperts Checkpoint::load_layer(int layer) const {
   return load_experts(layer, 0, impl_->config.moe.num_experts);
 }
-
-namespace {
-
-void check_expert_range(int64_t first, int64_t count, int64_t E) {
-  check(first >= 0 && count >= 1 && first + count <= E,
+format::Range Checkpoint::Impl::channels_of(const ExpertSlice& slice) const {
+  const int64_t E = config.moe.num_experts, I = config.moe.intermediate;
+  const int64_t first = slice.first_expert, count = slice.num_experts;
+  check(first >= 0 && count >= 1 && first <= E && count <= E - first,
         "experts [{}, {}) are not a range of this layer's {} experts (valid: 0 <= first, "
         "1 <= count, first + count <= {})",
         first, first + count, E, E);
+  if (slice.first_channel == 0 && slice.channels == 0) return {0, I};
+  check(slice.first_channel >= 0 && slice.channels >= 1 && slice.first_channel <= I &&
+            slice.channels <= I - slice.first_channel,
+        "intermediate channels [{}, {}) are not a range of this layer's I = {} (valid: 0 <= "
+        "first_channel, 1 <= channels, first_channel + channels <= {}; channels 0 for all)",
+        slice.first_channel, slice.first_channel + slice.channels, I, I);
+  return {slice.first_channel, slice.channels};
 }
 
-}  // namespace
-
 QuantizedExperts Checkpoint::load_experts(int layer, int64_t first, int64_t count) const {
+  return load_experts(layer, ExpertSlice{.first_expert = first, .num_experts = count});
+}
+
+int64_t Checkpoint::experts_bytes(int layer, int64_t first, int64_t count) const {
+  return experts_bytes(layer, ExpertSlice{.first_expert = first, .num_experts = count});
+}
+
+QuantizedExperts Checkpoint::load_experts(int layer, const ExpertSlice& slice) const {
   const Impl& m = *impl_;
   m.require_layer(layer);
   m.check_router(layer);
+  const format::Range channels = m.channels_of(slice);
+  const format::Range experts{slice.first_expert, slice.num_experts};
   const MoEConfig& c = m.config.moe;
-  check_expert_range(first, count, c.num_experts);
   if (m.layout.naming == ExpertNaming::gpt_oss) {
-    QuantizedExperts all = format::read_mxfp4_layer(m.store, m.layout.experts_prefix(layer), c);
-    if (count == c.num_experts) return all;
-    return QuantizedExperts(format::expert_range(all.w13(), first, count),
-                            format::expert_range(all.w2(), first, count));
+    return format::read_mxfp4_experts(m.store, m.layout.experts_prefix(layer), c, experts, channels,
+                                      slice.w2_bias);
   }
-  const std::vector<Role> roles = m.roles();
-  const QuantScheme s = m.module_scheme(m.layout.expert_module(layer, first, roles.front()), layer);
-  QuantizedWeight w13 = format::allocate_stacked(count, c.w13_rows(), c.hidden, s, c.w13_bias);
-  QuantizedWeight w2 = format::allocate_stacked(count, c.hidden, c.intermediate, s, c.w2_bias);
+  const std::vector<Impl::ModulePart> parts = m.module_parts(channels, slice.w2_bias);
+  const QuantScheme s =
+      m.module_scheme(m.layout.expert_module(layer, experts.first, parts.front().role), layer);
+  const int64_t w13_rows = is_gated(c.activation) ? 2 * channels.count : channels.count;
+  // A K-split act-order w2 keeps the scales of the whole K (its g_idx holds groups of it).
+  const int64_t w2_full_k = s.act_order && channels.count < c.intermediate ? c.intermediate : 0;
+  QuantizedWeight w13 = format::allocate_stacked(experts.count, w13_rows, c.hidden, s, c.w13_bias);
+  QuantizedWeight w2 = format::allocate_stacked(experts.count, c.hidden, channels.count, s,
+                                                c.w2_bias && slice.w2_bias, w2_full_k);
   const std::string what = fmt::format("layer {}", layer);
   // Experts convert in parallel, each straight into its rows of the stacked weights.
-  format::for_each_index(count, [&](int64_t i) {
-    int part = 0;
-    for (Role role : roles) {
-      QuantizedWeight& w = role == Role::down ? w2 : w13;
-      const int64_t row0 = role == Role::down || part == 0 ? 0 : c.intermediate;
-      const format::Projection p =
-          m.read(layer, first + i, role, s, format::stacked_codes(w, i, row0));
-      format::put_projection(w, i, row0, role == Role::down ? 0 : part++, p,
-                             what + (role == Role::down ? " w2" : " w13"));
+  format::for_each_index(experts.count, [&](int64_t i) {
+    int64_t row0 = 0;
+    int w13_part = 0;
+    for (const Impl::ModulePart& part : parts) {
+      const bool down = part.role == Role::down;
+      QuantizedWeight& w = down ? w2 : w13;
+      format::ProjectionSpec spec = m.spec_of(layer, experts.first + i, part, s);
+      spec.codes_out = format::stacked_codes(w, i, down ? 0 : row0);
+      format::put_projection(w, i, down ? 0 : row0, down ? 0 : w13_part++, m.read(spec),
+                             what + (down ? " w2" : " w13"));
+      if (!down) row0 += part.out.count;
     }
   });
   return QuantizedExperts(std::move(w13), std::move(w2));
 }
 
-int64_t Checkpoint::experts_bytes(int layer, int64_t first, int64_t count) const {
+int64_t Checkpoint::experts_bytes(int layer, const ExpertSlice& slice) const {
   const Impl& m = *impl_;
   m.require_layer(layer);
-  check_expert_range(first, count, m.config.moe.num_experts);
-  if (m.layout.naming == ExpertNaming::gpt_oss) return layer_bytes(layer);  // read whole
+  const format::Range channels = m.channels_of(slice);
+  const format::Range experts{slice.first_expert, slice.num_experts};
+  if (m.layout.naming == ExpertNaming::gpt_oss) {
+    return format::mxfp4_experts_bytes(m.store, m.layout.experts_prefix(layer), m.config.moe,
+                                       experts, channels, slice.w2_bias);
+  }
+  const std::vector<Impl::ModulePart> parts = m.module_parts(channels, slice.w2_bias);
+  const QuantScheme s =
+      m.module_scheme(m.layout.expert_module(layer, experts.first, parts.front().role), layer);
   int64_t bytes = 0;
-  for (int64_t e = first; e < first + count; ++e)
-    for (Role role : m.roles())
-      bytes += bytes_under(m.store, m.layout.expert_module(layer, e, role) + ".");
+  for (int64_t e = experts.first; e < experts.end(); ++e) {
+    for (const Impl::ModulePart& part : parts) {
+      const format::ProjectionSpec spec = m.spec_of(layer, e, part, s);
+      for (const format::TensorPart& t : m.adapter().parts(m.store, spec))
+        bytes += m.store.part_bytes(t);
+    }
+  }
   return bytes;
 }
+
+int64_t Checkpoint::bytes_read() const { return impl_->store.bytes_read(); }
 
 }  // namespace qmoe

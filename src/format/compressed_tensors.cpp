@@ -30,39 +30,64 @@ class CompressedTensorsAdapter final : public FormatAdapter {
   std::string_view packed_suffix() const override { return "weight_packed"; }
   std::string_view scales_suffix() const override { return "weight_scale"; }
 
-  Projection read(const TensorStore& store, const ProjectionSpec& spec) const override {
+  std::vector<TensorPart> parts(const TensorStore& store,
+                                const ProjectionSpec& spec) const override {
     const QuantScheme& s = spec.scheme;
     const int pf = pack_factor(s.bits);
     const int64_t N = spec.N, K = spec.K, G = s.groups_for(K);
     check_group_divides(spec);
-    const std::vector<int64_t> shape = read_ints(store.at(spec.module + ".weight_shape"), 2);
-    check(shape[0] == N && shape[1] == K, "{}.weight_shape is [{}, {}], expected [{}, {}]",
-          spec.module, shape[0], shape[1], N, K);
+    spec.check_cut(s.has_zero_points() ? pf : 1, pf,
+                   "compressed-tensors packs codes along K and zero points along N in int32 words");
+    // weight_packed [N, ceil(K/pf)]: an N cut takes whole rows, a K cut words of every row.
+    // weight_scale [N, G]: rows and groups. weight_zero_point [ceil(N/pf), G]: rows of words.
+    const Range n = spec.rows(), k = spec.cols(), g = spec.groups();
+    const std::string& m = spec.module;
+    std::vector<TensorPart> parts{
+        whole_part(m + ".weight_shape", {StDType::i64, StDType::i32}, {2}),
+        block_part(m + ".weight_packed", {StDType::i32}, N, ceil_div(K, pf), n,
+                   {k.first / pf, ceil_div(k.count, pf)}),
+        block_part(m + ".weight_scale", kFloatDTypes, N, G, n, g)};
+    if (s.has_zero_points()) {
+      parts.push_back(block_part(m + ".weight_zero_point", {StDType::i32}, ceil_div(N, pf), G,
+                                 {n.first / pf, ceil_div(n.count, pf)}, g));
+    }
+    if (s.act_order)
+      parts.push_back(span_part(m + ".weight_g_idx", {StDType::i32, StDType::i64}, K, k));
+    add_bias_part(parts, store, spec);
+    return parts;
+  }
+
+  Projection decode(const TensorStore& parts, const ProjectionSpec& spec) const override {
+    const QuantScheme& s = spec.scheme;
+    const int pf = pack_factor(s.bits);
+    const int64_t N = spec.rows().count, K = spec.cols().count, G = spec.groups().count;
+    const std::vector<int64_t> shape = read_ints(parts.at(spec.module + ".weight_shape"), 2);
+    check(shape[0] == spec.N && shape[1] == spec.K,
+          "{}.weight_shape is [{}, {}], expected [{}, {}]", spec.module, shape[0], shape[1], spec.N,
+          spec.K);
     Projection p;
-    const int64_t word_cols = ceil_div(K, pf);
-    const TensorInfo& packed = store.at(spec.module + ".weight_packed");
-    expect_tensor(packed, {StDType::i32}, {N, word_cols});
-    Matrix<uint8_t> codes = unpack_along_cols(packed.bytes, N, word_cols, s.bits);
+    const Matrix<uint8_t> codes = unpack_along_cols(parts.at(spec.module + ".weight_packed").bytes,
+                                                    N, ceil_div(K, pf), s.bits);
     p.codes = Matrix<uint8_t>(N, K);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) p.codes.at(n, k) = codes.at(n, k);
-    p.scales = read_floats(store.at(spec.module + ".weight_scale"), N, G);
+    p.scales = read_floats(parts.at(spec.module + ".weight_scale"), N, G);
     if (s.has_zero_points()) {
-      const TensorInfo& zp = store.at(spec.module + ".weight_zero_point");
-      const int64_t word_rows = ceil_div(N, pf);
-      expect_tensor(zp, {StDType::i32}, {word_rows, G});
-      Matrix<uint8_t> zeros = unpack_along_rows(zp.bytes, word_rows, G, s.bits);
+      Matrix<uint8_t> zeros = unpack_along_rows(parts.at(spec.module + ".weight_zero_point").bytes,
+                                                ceil_div(N, pf), G, s.bits);
       zeros.rows = N;
       zeros.values.resize(static_cast<size_t>(N * G));
       p.zeros = std::move(zeros);
     }
     if (s.act_order) {
-      for (int64_t g : read_ints(store.at(spec.module + ".weight_g_idx"), K)) {
-        check(g >= 0 && g < G, "{}.weight_g_idx: group {} outside 0..{}", spec.module, g, G - 1);
+      const int64_t all_groups = s.groups_for(spec.K);
+      for (int64_t g : read_ints(parts.at(spec.module + ".weight_g_idx"), K)) {
+        check(g >= 0 && g < all_groups, "{}.weight_g_idx: group {} outside 0..{}", spec.module, g,
+              all_groups - 1);
         p.g_idx.push_back(static_cast<int32_t>(g));
       }
     }
-    p.bias = read_bias(store, spec);
+    p.bias = read_bias(parts, spec);
     return p;
   }
 

@@ -33,7 +33,8 @@ class GptqAdapter final : public FormatAdapter {
   std::string_view packed_suffix() const override { return "qweight"; }
   std::string_view scales_suffix() const override { return "scales"; }
 
-  Projection read(const TensorStore& store, const ProjectionSpec& spec) const override {
+  std::vector<TensorPart> parts(const TensorStore& store,
+                                const ProjectionSpec& spec) const override {
     const QuantScheme& s = spec.scheme;
     const int pf = pack_factor(s.bits);
     const int64_t N = spec.N, K = spec.K, G = s.groups_for(K);
@@ -42,9 +43,28 @@ class GptqAdapter final : public FormatAdapter {
           "{}: GPTQ packs {} {}-bit values per int32 along K and N, so K = {} and N = {} must be "
           "multiples of {}",
           spec.module, pf, s.bits, K, N, pf);
+    spec.check_cut(pf, pf, "GPTQ packs codes along K and zero points along N in int32 words");
+    // qweight [K/pf, N]: a K cut takes whole rows, an N cut columns of every row. scales [G, N]
+    // and qzeros [G, N/pf]: the groups' rows, the output channels' columns (words of them).
+    const Range n = spec.rows(), k = spec.cols(), g = spec.groups();
+    const std::string& m = spec.module;
+    std::vector<TensorPart> parts{
+        block_part(m + ".qweight", {StDType::i32}, K / pf, N, {k.first / pf, k.count / pf}, n),
+        block_part(m + ".scales", kFloatDTypes, G, N, g, n),
+        block_part(m + ".qzeros", {StDType::i32}, G, N / pf, g, {n.first / pf, n.count / pf})};
+    if (store.find(m + ".g_idx"))
+      parts.push_back(span_part(m + ".g_idx", {StDType::i32, StDType::i64}, K, k));
+    add_bias_part(parts, store, spec);
+    return parts;
+  }
+
+  Projection decode(const TensorStore& parts, const ProjectionSpec& spec) const override {
+    const QuantScheme& s = spec.scheme;
+    const int pf = pack_factor(s.bits);
+    const Range n = spec.rows(), k = spec.cols(), g = spec.groups();
+    const int64_t N = n.count, K = k.count, G = g.count;
     Projection p;
-    const TensorInfo& qweight = store.at(spec.module + ".qweight");
-    expect_tensor(qweight, {StDType::i32}, {K / pf, N});
+    const TensorInfo& qweight = parts.at(spec.module + ".qweight");
     if (spec.codes_out) {
       p.codes.rows = N;
       p.codes.cols = K;
@@ -54,12 +74,15 @@ class GptqAdapter final : public FormatAdapter {
       p.codes = unpack_along_rows_transposed(qweight.bytes, K / pf, N, s.bits);
     }
 
-    p.scales = read_floats(store.at(spec.module + ".scales"), G, N).transposed();
+    p.scales = read_floats(parts.at(spec.module + ".scales"), G, N).transposed();
 
-    const TensorInfo& qzeros = store.at(spec.module + ".qzeros");
-    expect_tensor(qzeros, {StDType::i32}, {G, N / pf});
+    const TensorInfo& qzeros = parts.at(spec.module + ".qzeros");
     if (spec.gptq_version == 1 && spec.strict_zeros) {
-      refuse_zero_overflows(qzeros.bytes, G, N / pf, s.bits, qzeros.name);
+      const bool cut = n.count < spec.N || g.count < s.groups_for(spec.K);
+      refuse_zero_overflows(qzeros.bytes, G, N / pf, s.bits,
+                            cut ? fmt::format("{} (the part from group {}, word {})", qzeros.name,
+                                              g.first, n.first / pf)
+                                : qzeros.name);
     }
     Matrix<uint8_t> zeros = unpack_along_cols_transposed(qzeros.bytes, G, N / pf, s.bits);
     const int mask = s.max_code();
@@ -76,27 +99,30 @@ class GptqAdapter final : public FormatAdapter {
               "right?",
               spec.module, s.implicit_zero(),
               spec.gptq_version == 1 ? s.implicit_zero() - 1 : s.implicit_zero(), spec.gptq_version,
-              i / G, i % G, zeros.values[i]);
+              n.first + i / G, g.first + i % G, zeros.values[i]);
       }
     }
 
-    const TensorInfo* g_idx = store.find(spec.module + ".g_idx");
+    const TensorInfo* g_idx = parts.find(spec.module + ".g_idx");
+    const int64_t all_groups = s.groups_for(spec.K);
     if (s.act_order) {
       check(g_idx != nullptr, "{}: desc_act is set but the module has no g_idx", spec.module);
-      for (int64_t g : read_ints(*g_idx, K)) {
-        check(g >= 0 && g < G, "{}.g_idx: group {} outside 0..{}", spec.module, g, G - 1);
-        p.g_idx.push_back(static_cast<int32_t>(g));
+      for (int64_t group : read_ints(*g_idx, K)) {
+        check(group >= 0 && group < all_groups, "{}.g_idx: group {} outside 0..{}", spec.module,
+              group, all_groups - 1);
+        p.g_idx.push_back(static_cast<int32_t>(group));
       }
     } else if (g_idx) {
       const std::vector<int64_t> groups = read_ints(*g_idx, K);
-      const int64_t gs = s.group_size_for(K);
-      for (int64_t k = 0; k < K; ++k) {
-        check(groups[static_cast<size_t>(k)] == k / gs,
+      const int64_t gs = s.group_size_for(spec.K);
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t channel = k.first + i;
+        check(groups[static_cast<size_t>(i)] == channel / gs,
               "{}.g_idx: desc_act is false, so channel {} must be in group {}, but g_idx says {}",
-              spec.module, k, k / gs, groups[static_cast<size_t>(k)]);
+              spec.module, channel, channel / gs, groups[static_cast<size_t>(i)]);
       }
     }
-    p.bias = read_bias(store, spec);
+    p.bias = read_bias(parts, spec);
     return p;
   }
 

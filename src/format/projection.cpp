@@ -9,13 +9,14 @@
 namespace qmoe::format {
 
 QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
-                                 bool bias) {
+                                 bool bias, int64_t K_full) {
   QuantizedWeight w;
   w.scheme = scheme;
   w.E = E;
   w.N = N;
   w.K = K;
-  const int64_t groups = scheme.groups_for(K);
+  w.K_full = K_full;
+  const int64_t groups = w.groups();
   w.codes = Buffer(DType::u8, {E, N, w.code_bytes_per_row()});
   w.scales = Buffer(scheme.kind == WeightKind::mxfp4 ? DType::u8 : DType::f32, {E, N, groups});
   if (scheme.has_zero_points()) w.zeros = Buffer(DType::u8, {E, N, groups});
@@ -24,21 +25,10 @@ QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantSch
   return w;
 }
 
-QuantizedWeight expert_range(const QuantizedWeight& w, int64_t first, int64_t count) {
-  // Every part is [E, ...] row-major: the experts' block is one contiguous copy.
-  auto slice = [&](const Buffer& b) {
-    if (b.empty()) return Buffer{};
-    std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-    const int64_t per_expert = b.nbytes() / shape[0];
-    shape[0] = count;
-    Buffer out(b.dtype(), std::span<const int64_t>(shape));
-    std::memcpy(out.data(), static_cast<const std::byte*>(b.data()) + first * per_expert,
-                static_cast<size_t>(count * per_expert));
-    return out;
-  };
-  return QuantizedWeight{
-      w.scheme,       count,          w.N,           w.K,     slice(w.codes), slice(w.scales),
-      slice(w.zeros), slice(w.g_idx), slice(w.bias), w.K_full};
+std::vector<Range> w13_row_ranges(Activation activation, int64_t I, Range channels) {
+  if (activation == Activation::swigluoai) return {{2 * channels.first, 2 * channels.count}};
+  if (!is_gated(activation)) return {channels};
+  return {channels, {I + channels.first, channels.count}};
 }
 
 uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0) {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "format/packing.hpp"
+#include "format/tensor_part.hpp"
+#include "qmoe/config.hpp"
 #include "qmoe/quant.hpp"
 
 namespace qmoe::format {
@@ -26,12 +28,15 @@ struct Projection {
 };
 
 // The canonical stacked weight [E, N, K] with zeroed parts (zeros, g_idx, bias as the scheme and
-// `bias` say), to be filled expert by expert with put_projection.
+// `bias` say), to be filled expert by expert with put_projection. K_full > 0: the K slice of an
+// act-order weight whose scales and zero points cover the whole K_full (QuantizedWeight::K_full).
 QuantizedWeight allocate_stacked(int64_t E, int64_t N, int64_t K, const QuantScheme& scheme,
-                                 bool bias);
+                                 bool bias, int64_t K_full = 0);
 
-// Experts [first, first + count) of a stacked weight (every part sliced along its expert axis).
-QuantizedWeight expert_range(const QuantizedWeight& w, int64_t first, int64_t count);
+// The canonical w13 rows that hold intermediate channels `channels` of I, as ranges in canonical
+// order: the channels' gate rows, then the same channels' up rows ([gate; up] halves), or pairs of
+// rows (swigluoai's interleaved [g0, u0, g1, u1, ...]), or the rows themselves (not gated).
+std::vector<Range> w13_row_ranges(Activation activation, int64_t I, Range channels);
 
 // The canonical packed codes of rows [row0, ...) of expert e of `w`: ProjectionSpec::codes_out.
 uint8_t* stacked_codes(QuantizedWeight& w, int64_t e, int64_t row0);

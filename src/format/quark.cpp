@@ -161,15 +161,28 @@ class QuarkAdapter final : public FormatAdapter {
   std::string_view packed_suffix() const override { return "weight"; }
   std::string_view scales_suffix() const override { return "weight_scale"; }
 
-  Projection read(const TensorStore& store, const ProjectionSpec& spec) const override {
+  std::vector<TensorPart> parts(const TensorStore& store,
+                                const ProjectionSpec& spec) const override {
     const int64_t N = spec.N, K = spec.K;
     check(K % kMxBlock == 0,
           "{}: MXFP4 groups {} values along K, so K = {} must be a multiple of {}", spec.module,
           kMxBlock, K, kMxBlock);
-    const TensorInfo& weight = store.at(spec.module + ".weight");
-    expect_tensor(weight, {StDType::u8}, {N, K / 2});
-    const TensorInfo& scales = store.at(spec.module + ".weight_scale");
-    expect_tensor(scales, {StDType::u8}, {N, K / kMxBlock});
+    spec.check_cut(1, kMxBlock, "MXFP4 scales one block of 32 values along K");
+    // weight [N, K/2] and weight_scale [N, K/32]: an N cut takes whole rows, a K cut the blocks'
+    // bytes of every row.
+    const Range n = spec.rows(), k = spec.cols();
+    std::vector<TensorPart> parts{
+        block_part(spec.module + ".weight", {StDType::u8}, N, K / 2, n, {k.first / 2, k.count / 2}),
+        block_part(spec.module + ".weight_scale", {StDType::u8}, N, K / kMxBlock, n,
+                   {k.first / kMxBlock, k.count / kMxBlock})};
+    add_bias_part(parts, store, spec);
+    return parts;
+  }
+
+  Projection decode(const TensorStore& parts, const ProjectionSpec& spec) const override {
+    const int64_t N = spec.rows().count, K = spec.cols().count;
+    const TensorInfo& weight = parts.at(spec.module + ".weight");
+    const TensorInfo& scales = parts.at(spec.module + ".weight_scale");
     Projection p;
     p.codes.rows = N;
     p.codes.cols = K;
@@ -185,7 +198,7 @@ class QuarkAdapter final : public FormatAdapter {
     }
     p.e8m0 = Matrix<uint8_t>(N, K / kMxBlock);
     std::memcpy(p.e8m0.values.data(), scales.bytes.data(), scales.bytes.size());
-    p.bias = read_bias(store, spec);
+    p.bias = read_bias(parts, spec);
     return p;
   }
 

@@ -2,6 +2,7 @@
 // Reading the safetensors format: an 8-byte little-endian header length, a JSON header mapping
 // tensor names to {dtype, shape, data_offsets}, then the data area. Files are untrusted: every rule
 // of the format is checked and a violation is an Error naming the file, the tensor and the rule.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -65,6 +66,8 @@ struct SafetensorsContents {
 // Parses a complete file image. The returned views point into `file`.
 SafetensorsContents parse_safetensors(std::span<const std::byte> file, std::string_view file_name);
 
+struct TensorPart;  // tensor_part.hpp
+
 // Every tensor of a model directory: model.safetensors.index.json when present (sharded),
 // otherwise every *.safetensors file in the directory. Files stay mapped while the store lives.
 class TensorStore {
@@ -85,12 +88,26 @@ class TensorStore {
   const std::map<std::string, TensorInfo, std::less<>>& tensors() const { return tensors_; }
   const std::filesystem::path& dir() const { return dir_; }
 
+  // Reading tensor data goes through these (tensor_part.hpp), so that what a loader reads is
+  // counted. read_parts gives the parts as a store of their own, each named as its tensor and
+  // shaped as its part: a part that is one contiguous run of the file stays in place, the others
+  // are gathered into memory the returned store owns. Throws Error naming the tensor when it is
+  // missing, is not what the part expects, or the part reaches outside it.
+  TensorStore read_parts(const std::vector<TensorPart>& parts) const;
+  void read_part(const TensorPart& part, std::span<std::byte> out) const;
+  // Bytes read_parts / read_part would read for `part` (checked the same way), reading none.
+  int64_t part_bytes(const TensorPart& part) const;
+  // Tensor bytes read through this store so far, by all threads (for tests and tools).
+  int64_t bytes_read() const { return *bytes_read_; }
+
  private:
   void add_file(const std::filesystem::path& path);
 
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorInfo, std::less<>> tensors_;
+  std::vector<std::vector<std::byte>> gathered_;  // the parts read_parts copied
+  std::unique_ptr<std::atomic<int64_t>> bytes_read_ = std::make_unique<std::atomic<int64_t>>(0);
 };
 
 }  // namespace qmoe::format

@@ -8,8 +8,8 @@
 
 namespace qmoe::format {
 
-void expect_tensor(const TensorInfo& t, std::initializer_list<StDType> dtypes,
-                   std::initializer_list<int64_t> shape) {
+void expect_tensor(const TensorInfo& t, const std::vector<StDType>& dtypes,
+                   const std::vector<int64_t>& shape) {
   bool dtype_ok = false;
   std::string allowed;
   for (StDType d : dtypes) {

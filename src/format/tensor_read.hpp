@@ -1,7 +1,6 @@
 #pragma once
 // Typed reads of checkpoint tensors with the shape and dtype checks every adapter needs.
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include "format/packing.hpp"
@@ -11,8 +10,8 @@ namespace qmoe::format {
 
 // Throws Error "tensor 'x' must be I32[16, 8], got I32[8, 16] in model.safetensors" unless the
 // dtype is one of `dtypes` and the shape matches.
-void expect_tensor(const TensorInfo& t, std::initializer_list<StDType> dtypes,
-                   std::initializer_list<int64_t> shape);
+void expect_tensor(const TensorInfo& t, const std::vector<StDType>& dtypes,
+                   const std::vector<int64_t>& shape);
 
 // Floating-point tensor (F16, BF16 or F32) of the given shape as float, exactly.
 Matrix<float> read_floats(const TensorInfo& t, int64_t rows, int64_t cols);

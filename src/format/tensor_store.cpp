@@ -10,6 +10,7 @@
 #include "core/check.hpp"
 #include "format/regular_file.hpp"
 #include "format/safetensors.hpp"
+#include "format/tensor_part.hpp"
 
 namespace qmoe::format {
 
@@ -147,6 +148,39 @@ const TensorInfo& TensorStore::at(std::string_view name) const {
   const TensorInfo* t = find(name);
   check(t != nullptr, "{}: checkpoint has no tensor '{}'", dir_.string(), name);
   return *t;
+}
+
+TensorStore TensorStore::read_parts(const std::vector<TensorPart>& parts) const {
+  TensorStore out;
+  out.dir_ = dir_;
+  int64_t read = 0;
+  for (const TensorPart& part : parts) {
+    const TensorInfo& t = at(part.name);
+    TensorInfo p = t;
+    p.shape = part.part_shape;
+    p.bytes = contiguous_part(t, part);
+    const int64_t bytes = part_bytes(part);
+    if (p.bytes.size() != static_cast<size_t>(bytes)) {
+      std::vector<std::byte>& copy = out.gathered_.emplace_back(static_cast<size_t>(bytes));
+      read_part(part, copy);  // counts itself
+      p.bytes = copy;
+    } else {
+      read += bytes;
+    }
+    check(out.tensors_.emplace(part.name, std::move(p)).second,
+          "{}: tensor '{}' is read as two parts at once", dir_.string(), part.name);
+  }
+  *bytes_read_ += read;
+  return out;
+}
+
+void TensorStore::read_part(const TensorPart& part, std::span<std::byte> out) const {
+  format::read_part(at(part.name), part, out);
+  *bytes_read_ += static_cast<int64_t>(out.size());
+}
+
+int64_t TensorStore::part_bytes(const TensorPart& part) const {
+  return format::part_bytes(at(part.name), part);
 }
 
 }  // namespace qmoe::format

@@ -155,8 +155,8 @@ TEST(Verify, FailsWhenABackendsOutputIsNotFinite) {
 }
 
 // inspect --tp / --ep: what each rank reads of a layer. Expert-parallel ranks read their experts'
-// tensors only, so the two EP halves read the layer once between them; TP ranks of one EP rank
-// read the same experts.
+// tensors only, TP ranks their channels' part of them (and each the small g_idx of gate and up
+// whole), so each of the four reads a little over a quarter of the layer.
 TEST(Inspect, ShowsWhatEachRankReads) {
   TempDir dir("inspect_shards");
   const std::filesystem::path c = dir.path() / "c";
@@ -167,9 +167,12 @@ TEST(Inspect, ShowsWhatEachRankReads) {
   const nlohmann::json& s = j["shards"];
   const std::vector<int64_t> bytes = s["rank_bytes"].get<std::vector<int64_t>>();
   ASSERT_EQ(bytes.size(), 4u);
-  EXPECT_EQ(bytes[0], bytes[1]);
-  EXPECT_EQ(bytes[0] + bytes[2], s["layer_bytes"].get<int64_t>());
-  EXPECT_EQ(2 * bytes[0], s["layer_bytes"].get<int64_t>());
+  const int64_t layer = s["layer_bytes"].get<int64_t>();
+  for (const int64_t b : bytes) {
+    EXPECT_EQ(b, bytes[0]);
+    EXPECT_GT(4 * b, layer);
+    EXPECT_LT(4 * b, layer + layer / 20);
+  }
 }
 
 // --tp / --ep run every rank of the plan (threads on the CPU) and check each rank's summed output;

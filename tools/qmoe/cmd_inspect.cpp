@@ -1,6 +1,7 @@
 // `qmoe inspect DIR [--json] [--tp N --ep M]`: what a checkpoint holds (format, scheme, MoE shape,
 // per-layer shapes and bytes) and anything suspicious (layers that do not load, zero scales); with
-// a TP x EP plan, the bytes of a layer each rank reads to load its shard (load_shard).
+// a TP x EP plan, the bytes of a layer each rank reads to load its shard (load_shard: its experts,
+// and of those its channels' rows or runs of columns).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,6 +14,7 @@
 #include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "qmoe/distributed.hpp"
 #include "qmoe/oracle.hpp"
 #include "qmoe/shard.hpp"
 #include "units.hpp"
@@ -40,8 +42,8 @@ ShardReads shard_reads(const Checkpoint& ckpt, int tp, int ep) {
   const ShardPlan plan = plan_shards(describe(ckpt.scheme(), ckpt.moe_config()),
                                      ShardSpec{.tp_size = tp, .ep_size = ep});
   s.layer_bytes = ckpt.layer_bytes(s.layer);
-  for (const RankShard& r : plan.ranks)
-    s.rank_bytes.push_back(ckpt.experts_bytes(s.layer, r.first_expert, r.num_experts));
+  for (int rank = 0; rank < plan.world_size(); ++rank)
+    s.rank_bytes.push_back(shard_bytes(ckpt, s.layer, plan, rank));
   return s;
 }
 
