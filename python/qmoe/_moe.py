@@ -104,6 +104,24 @@ class MoE:
             self._core.forward_routed(x, topk_weights, topk_ids, out, _stream_int(stream))
         return out
 
+    def forward_batched(self, x, counts, out=None, *, stream=None):
+        """The batched-experts format (DeepEP's low-latency dispatch): x [E, T_max, H] holds each
+        local expert's rows, counts [E] how many of them are real (int32, int64 is converted; on
+        the MoE's device: host memory for cpu/emulation). For t < counts[e], out[e, t] becomes
+        expert e's MLP of x[e, t], without any router weight; rows from counts[e] on are not
+        written. out [E, T_max, H] of x's dtype is allocated when None; returns out."""
+        counts = _tensors.as_int32(counts)
+        if out is None:
+            out = _tensors.empty_like(x)
+        if _tensors.is_torch(x):
+            s = _tensors.current_stream(x) if stream is None else _stream_int(stream)
+            self._core.forward_batched_described(
+                _tensors.describe(x, "x", 3), _tensors.describe(counts, "counts", 1),
+                _tensors.describe(out, "out", 3), s)
+        else:
+            self._core.forward_batched(x, counts, out, _stream_int(stream))
+        return out
+
     def __repr__(self) -> str:
         return f"MoE({self.config!r}, backend={self.backend!r}, device={self.device!r})"
 

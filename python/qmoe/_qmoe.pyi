@@ -432,6 +432,10 @@ class MoE:
 
     def forward_routed_described(self, x: tuple, topk_weights: tuple, topk_ids: tuple, out: tuple, stream: int = 0) -> None: ...
 
+    def forward_batched(self, x: Annotated[NDArray, dict(writable=False)], counts: Annotated[NDArray, dict(writable=False)], out: NDArray, stream: int = 0) -> None: ...
+
+    def forward_batched_described(self, x: tuple, counts: tuple, out: tuple, stream: int = 0) -> None: ...
+
 def experts_from_layout(format: str, tensors: Mapping[str, Annotated[NDArray, dict(writable=False)]], config: MoEConfig, scheme: QuantScheme, gptq_version: int = 1) -> QuantizedExperts:
     """
     Experts from a layer's tensors in a checkpoint format's own layout (gptq, awq, compressed-tensors, quark), named '{expert}.{gate_proj|up_proj|down_proj}.{tensor}' as in the format (e.g. '3.gate_proj.qweight', '3.gate_proj.scales', '3.gate_proj.weight_scale'). Read by the checkpoint reader's adapters; the arrays are read, not kept.

@@ -40,14 +40,12 @@ def _torch_dtype_code(dtype) -> int:
         raise _qmoe.Error(f"torch dtype {dtype} is not supported by qmoe") from None
 
 
-def describe(t, what: str) -> tuple:
-    """The 7-tuple the core's *_described methods take, for a torch tensor."""
-    if t.dim() != 2:
-        raise _qmoe.Error(f"{what} must have 2 dimensions, got shape {tuple(t.shape)}")
-    rows, cols = t.shape
-    row_stride, col_stride = t.stride()
-    return (t.data_ptr(), _torch_dtype_code(t.dtype), rows, cols, row_stride, col_stride,
-            t.get_device())
+def describe(t, what: str, dims: int = 2) -> tuple:
+    """The tuple the core's *_described methods take, for a torch tensor: (data_ptr, dtype code,
+    shape..., strides..., device), 7 items at 2 dimensions."""
+    if t.dim() != dims:
+        raise _qmoe.Error(f"{what} must have {dims} dimensions, got shape {tuple(t.shape)}")
+    return (t.data_ptr(), _torch_dtype_code(t.dtype), *t.shape, *t.stride(), t.get_device())
 
 
 def current_stream(t) -> int:

@@ -47,6 +47,15 @@ void forward_routed(const MoE& moe, const In& x, const In& weights, const In& id
   moe.forward_routed(vx, vw, vi, vo, as_stream(stream));
 }
 
+template <class In, class Out>
+void forward_batched(const MoE& moe, const In& x, const In& counts, const Out& out,
+                     uintptr_t stream) {
+  const TensorView vx = view_of(x, "x", 3), vc = view_of(counts, "counts", 1),
+                   vo = view_of(out, "out", 3);
+  nb::gil_scoped_release release;
+  moe.forward_batched(vx, vc, vo, as_stream(stream));
+}
+
 }  // namespace
 
 void bind_moe(nb::module_& m) {
@@ -75,7 +84,11 @@ void bind_moe(nb::module_& m) {
       .def("forward_described", &forward<nb::tuple, nb::tuple>, nb::arg("x"),
            nb::arg("router_logits"), nb::arg("out"), nb::arg("stream") = 0)
       .def("forward_routed_described", &forward_routed<nb::tuple, nb::tuple>, nb::arg("x"),
-           nb::arg("topk_weights"), nb::arg("topk_ids"), nb::arg("out"), nb::arg("stream") = 0);
+           nb::arg("topk_weights"), nb::arg("topk_ids"), nb::arg("out"), nb::arg("stream") = 0)
+      .def("forward_batched", &forward_batched<nb::ndarray<nb::ro>, nb::ndarray<>>, nb::arg("x"),
+           nb::arg("counts"), nb::arg("out"), nb::arg("stream") = 0)
+      .def("forward_batched_described", &forward_batched<nb::tuple, nb::tuple>, nb::arg("x"),
+           nb::arg("counts"), nb::arg("out"), nb::arg("stream") = 0);
 }
 
 }  // namespace qmoe::python

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "core/check.hpp"
 
@@ -36,31 +37,37 @@ Device device_of(int32_t type, int32_t id, const char* what) {
 }
 
 template <class Array>
-TensorView view_of_array(const Array& a, const char* what) {
-  check(a.ndim() == 2, "{} must have 2 dimensions, got {}", what, a.ndim());
-  const std::array<int64_t, 2> shape{int64_t(a.shape(0)), int64_t(a.shape(1))};
-  const std::array<int64_t, 2> strides{a.stride(0), a.stride(1)};
+TensorView view_of_array(const Array& a, const char* what, int rank) {
+  check(a.ndim() == size_t(rank), "{} must have {} dimensions, got {}", what, rank, a.ndim());
+  std::array<int64_t, 4> shape{}, strides{};
+  for (int i = 0; i < rank; ++i) shape[i] = int64_t(a.shape(i)), strides[i] = a.stride(i);
   return TensorView(const_cast<void*>(static_cast<const void*>(a.data())),
-                    dtype_of(a.dtype(), what), shape, strides,
+                    dtype_of(a.dtype(), what), std::span(shape.data(), size_t(rank)),
+                    std::span(strides.data(), size_t(rank)),
                     device_of(a.device_type(), a.device_id(), what));
 }
 
 }  // namespace
 
-TensorView view_of(const nb::ndarray<>& a, const char* what) { return view_of_array(a, what); }
-TensorView view_of(const nb::ndarray<nb::ro>& a, const char* what) {
-  return view_of_array(a, what);
+TensorView view_of(const nb::ndarray<>& a, const char* what, int rank) {
+  return view_of_array(a, what, rank);
+}
+TensorView view_of(const nb::ndarray<nb::ro>& a, const char* what, int rank) {
+  return view_of_array(a, what, rank);
 }
 
-TensorView view_of(const nb::tuple& t, const char* what) {
-  check(t.size() == 7, "{}: expected a 7-tuple tensor description, got {} items", what, t.size());
+TensorView view_of(const nb::tuple& t, const char* what, int rank) {
+  const size_t items = 3 + 2 * size_t(rank);
+  check(t.size() == items, "{}: expected a {}-tuple tensor description, got {} items", what, items,
+        t.size());
   auto at = [&](size_t i) { return nb::cast<int64_t>(t[i]); };
-  const std::array<int64_t, 2> shape{at(2), at(3)}, strides{at(4), at(5)};
-  const int64_t device = at(6);
+  std::array<int64_t, 4> shape{}, strides{};
+  for (int i = 0; i < rank; ++i) shape[i] = at(2 + i), strides[i] = at(2 + rank + i);
+  const int64_t device = at(items - 1);
   const int64_t code = at(1);
   check(code >= 0 && code <= int64_t(DType::u32), "{}: bad dtype code {}", what, code);
-  return TensorView(reinterpret_cast<void*>(static_cast<uintptr_t>(at(0))), DType(code), shape,
-                    strides,
+  return TensorView(reinterpret_cast<void*>(static_cast<uintptr_t>(at(0))), DType(code),
+                    std::span(shape.data(), size_t(rank)), std::span(strides.data(), size_t(rank)),
                     device < 0 ? Device{} : Device{DeviceKind::cuda, static_cast<int>(device)});
 }
 
