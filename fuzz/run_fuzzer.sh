@@ -31,7 +31,7 @@ case "$target" in
              src/format/compressed_tensors.cpp src/format/gpt_oss_mxfp4.cpp src/format/quark.cpp
              src/format/gptq_zero_overflow.cpp src/format/expert_names.cpp src/format/packing.cpp
              src/format/tensor_part.cpp src/format/tensor_read.cpp src/format/tensor_store.cpp
-             src/format/safetensors.cpp
+             src/format/projection.cpp src/format/safetensors.cpp
              src/format/safetensors_writer.cpp src/format/mapped_file.cpp
              src/format/regular_file.cpp src/config/moe_config.cpp src/quant/scheme.cpp
              src/quant/quantized_weight.cpp src/core/dtype.cpp src/core/tensor.cpp
