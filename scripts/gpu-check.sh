@@ -2,9 +2,10 @@
 # One-call GPU check for a machine like the lent H200 (nvcc, CMake and ninja present, GoogleTest
 # sources, no package registry): configure and build with CUDA on (sm_90a only, all cores), run
 # the GPU tests, a reduced GPU test set under compute-sanitizer memcheck and racecheck, then the
-# MoE benchmark. Everything lands in OUTDIR as at most 8 files (what the device tool brings back):
+# MoE benchmark (and, with two GPUs, dist_bench). Everything lands in OUTDIR as at most 8 files
+# (what the device tool brings back):
 #   env.txt build.log ctest.log memcheck.log racecheck.log bench.txt bench.jsonl summary.json
-# Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DEADLINE_S (default 560), CUDA_ARCH,
+# Usage: scripts/gpu-check.sh OUTDIR   (env: BENCH_ARGS, DIST_ARGS, DEADLINE_S (default 560), CUDA_ARCH,
 #   SANITIZE=0 to skip the compute-sanitizer steps (SANITIZE=wgmma: only cuda-wgmma's; =mma: all
 #   but cuda-wgmma's), CTEST_REGEX
 #   to run only matching GPU tests)
@@ -71,7 +72,7 @@ fi
 step configure "$out/build.log" "$(upto 120)" "$cmake" "${configure_args[@]}" || exit 1
 # Only what runs here: the benchmark, the qmoe tool, the CLI tests (for qmoe bench on the GPU) and
 # every test executable of a CUDA area.
-targets=(moe_bench qmoe_cli cli_tests $("$ninja" -C "$build" -t targets all 2>/dev/null |
+targets=(moe_bench dist_bench qmoe_cli cli_tests $("$ninja" -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\([A-Za-z0-9_]*cuda[A-Za-z0-9_]*\): phony$/\1/p' | grep -v '^cmake_' | sort -u))
 # The build leaves 200 s for the steps after it, but never gets less than 120 s (or what is
 # left): with a short DEADLINE_S it was skipped outright, and so was everything after it.
@@ -141,6 +142,12 @@ for tool in $([ "${SANITIZE:-1}" = 0 ] || echo memcheck racecheck); do
   step "$tool-mma" "$out/$tool.log" "$(upto 200)" "$sanitizer" --tool "$tool" --error-exitcode 3 \
     "$build/tests/cuda_mma/cuda_mma_tests" --gtest_filter="$mma"
 done
+# The layer over NCCL ranks, one GPU each, against one GPU (needs two GPUs; DIST_ARGS adds options).
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  # shellcheck disable=SC2086  # DIST_ARGS is a list of options
+  step dist-bench "$out/bench.txt" "$(upto 240)" env NCCL_NVLS_ENABLE=0 \
+    "$build/dist_bench" ${DIST_ARGS:-}
+fi
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
 step bench "$out/bench.txt" $(($(left) - 10)) "$build/moe_bench" --json "$out/bench.jsonl" \
   ${BENCH_ARGS:-}

@@ -25,6 +25,10 @@
 
 namespace qmoe {
 
+// A top-k id that CUDA backends' forward_routed takes besides 0..E-1: the slot's expert lives on
+// another rank (expert parallelism), so the slot is dropped and adds nothing to its token.
+inline constexpr int32_t kExpertNotHere = -1;
+
 struct ShardSpec {
   int tp_size = 1;
   int ep_size = 1;

@@ -5,6 +5,7 @@
 #include "cuda/align_tiling.hpp"
 #include "cuda/dependent_launch.cuh"
 #include "cuda/routing_fault.cuh"
+#include "qmoe/shard.hpp"
 
 namespace qmoe {
 
@@ -19,10 +20,12 @@ static_assert(kThreads >= kMaxAlignExperts, "the scan gives every local expert o
 constexpr int kSteps = kPairsPerWarp / 32;  // pairs per lane
 
 // fault: where an id outside 0..E-1 is reported (nullptr: not reported), routing_fault.cuh.
+// kNotHere (-1) marks a slot whose expert lives on another rank: dropped, not a fault.
 __device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, int num_experts,
                                             const int32_t* expert_map, int num_local,
                                             unsigned long long* fault) {
   const int e = topk_ids[i];
+  if (e == kExpertNotHere) return -1;
   if (e < 0 || e >= num_experts) {
     cuda::report_routing_fault(fault, RoutingFault::expert_id, i, static_cast<uint32_t>(e));
     return -1;

@@ -7,7 +7,8 @@
 // Expert parallelism: with an expert map ([E] global id -> local id, or -1 when the expert is not
 // on this rank) everything below lives in *local* expert ids 0..E_local-1. Pairs of non-local
 // experts (and ids outside 0..E-1) are dropped: they get no rows and no tiles, pair_rows = -1,
-// and so contribute zeros in combine_topk_cuda. Without a map, local id = global id.
+// and so contribute zeros in combine_topk_cuda. Without a map, local id = global id. An id of
+// kExpertNotHere (-1, qmoe/shard.hpp) is dropped the same way without being reported.
 //
 // Example (tile 4, E 5, no map): topk_ids [[2,3,4],[1,2,4],[1,3,4],[1,2,3]] ->
 //   sorted_pair_ids [3,6,9,12, 0,4,10,12, 1,7,11,12, 2,5,8,12] (12 = sentinel = M*k),

@@ -1,11 +1,20 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
+#include "dist/rank_scratch.hpp"
 #include "qmoe/distributed.hpp"
-#include "route/routing_contract.hpp"
-#include "route/topk.hpp"
 
 namespace qmoe {
+
+namespace {
+
+std::unique_ptr<RankScratch> scratch_for(const MoEConfig& config, const ShardPlan& plan, int rank,
+                                         Device device) {
+  if (device.kind == DeviceKind::cuda) return cuda_rank_scratch(config, plan, rank, device.index);
+  return host_rank_scratch(config, plan, rank);
+}
+
+}  // namespace
 
 ShardedMoE::ShardedMoE(const MoEConfig& config, const QuantizedExperts& experts,
                        const ShardPlan& plan, Communicator& comm, const std::string& backend,
@@ -25,48 +34,51 @@ ShardedMoE::ShardedMoE(RankSlice, const MoEConfig& config, QuantizedExperts rank
     : config_(config),
       plan_(plan),
       comm_(&comm),
-      local_(shard_config(config, plan, comm.rank()), std::move(rank_experts), backend, device) {
+      local_(shard_config(config, plan, comm.rank()), std::move(rank_experts), backend, device),
+      scratch_(scratch_for(config, plan, comm.rank(), device)) {
   check(comm.size() == plan.world_size(),
         "ShardedMoE: the communicator has {} ranks but the plan (tp {} x ep {}) needs {}",
         comm.size(), plan.spec.tp_size, plan.spec.ep_size, plan.world_size());
-  check(device.kind == DeviceKind::cpu,
-        "ShardedMoE: ranks on {} are not supported yet (CPU ranks only; CUDA ranks over NCCL are "
-        "planned)",
-        to_string(device));
 }
 
-void ShardedMoE::partial_forward(TensorView hidden, TensorView router_logits,
-                                 TensorView out) const {
-  const int64_t M = hidden.dim(0), E = config_.num_experts, k = config_.top_k();
-  check(router_logits.dtype() == DType::f32 && router_logits.rank() == 2 &&
-            router_logits.dim(0) == M && router_logits.dim(1) == E &&
-            router_logits.is_contiguous() && router_logits.device().kind == DeviceKind::cpu,
-        "ShardedMoE: router_logits is {}, expected contiguous host f32[{}, {}] (all {} experts of "
-        "the layer)",
-        router_logits.describe(), M, E, E);
-  check_router_logits(router_logits.data_as<float>(), M, E);
-  Buffer weights(DType::f32, {M, k}), ids(DType::i32, {M, k});
-  route_topk(config_.routing, router_logits.data_as<float>(), M, E, weights.data_as<float>(),
-             ids.data_as<int32_t>());
-  const LocalRouting local = localize_routing(plan_, comm_->rank(), weights.view(), ids.view());
-  local_.forward_routed(hidden, local.topk_weights.view(), local.topk_ids.view(), out);
+ShardedMoE::ShardedMoE(ShardedMoE&&) noexcept = default;
+ShardedMoE::~ShardedMoE() = default;
+
+void ShardedMoE::reserve(int64_t max_tokens, void* stream) const {
+  check(max_tokens >= 0, "ShardedMoE::reserve: {} tokens", max_tokens);
+  local_.reserve(max_tokens, stream);
+  scratch_->reserve(max_tokens, config_.hidden, config_.num_experts, stream);
 }
 
-void ShardedMoE::forward(TensorView hidden, TensorView router_logits, TensorView out) const {
-  partial_forward(hidden, router_logits, out);
-  comm_->all_reduce_sum(out);
+void ShardedMoE::partial_forward(TensorView hidden, TensorView router_logits, TensorView out,
+                                 void* stream) const {
+  const RankScratch::Routing local = scratch_->route(router_logits, stream);
+  check(local.topk_ids.dim(0) == hidden.dim(0),
+        "ShardedMoE (rank {}): router_logits has {} rows but hidden {}", rank(),
+        local.topk_ids.dim(0), hidden.dim(0));
+  local_.forward_routed(hidden, local.topk_weights, local.topk_ids, out, stream);
 }
 
-void ShardedMoE::forward_token_split(TensorView hidden, TensorView router_logits,
-                                     TensorView out) const {
+void ShardedMoE::forward(TensorView hidden, TensorView router_logits, TensorView out,
+                         void* stream) const {
+  partial_forward(hidden, router_logits, out, stream);
+  comm_->all_reduce_sum(out, stream);
+}
+
+void ShardedMoE::forward_token_split(TensorView hidden, TensorView router_logits, TensorView out,
+                                     void* stream) const {
   const int64_t n = hidden.dim(0), H = config_.hidden, E = config_.num_experts;
   const int64_t all = n * comm_->size();
-  Buffer all_hidden(hidden.dtype(), {all, H}), all_logits(DType::f32, {all, E});
-  comm_->all_gather(hidden, all_hidden.view());
-  comm_->all_gather(router_logits, all_logits.view());
-  Buffer partial(out.dtype(), {all, H});
-  partial_forward(all_hidden.view(), all_logits.view(), partial.view());
-  comm_->reduce_scatter_sum(partial.view(), out);
+  const TensorView all_hidden =
+      scratch_->tensor(RankScratch::gathered_hidden, hidden.dtype(), all, H, stream);
+  const TensorView all_logits =
+      scratch_->tensor(RankScratch::gathered_logits, DType::f32, all, E, stream);
+  const TensorView partial =
+      scratch_->tensor(RankScratch::partial_out, out.dtype(), all, H, stream);
+  comm_->all_gather(hidden, all_hidden, stream);
+  comm_->all_gather(router_logits, all_logits, stream);
+  partial_forward(all_hidden, all_logits, partial, stream);
+  comm_->reduce_scatter_sum(partial, out, stream);
 }
 
 }  // namespace qmoe

@@ -5,15 +5,18 @@
 #include <string_view>
 
 #include "core/check.hpp"
+#include "qmoe/shard.hpp"
 
 namespace qmoe {
 
-void check_routed_input(const int32_t* ids, const float* weights, int64_t M, int64_t k, int64_t E) {
+void check_routed_input(const int32_t* ids, const float* weights, int64_t M, int64_t k, int64_t E,
+                        bool not_here_ok) {
   for (int64_t m = 0; m < M; ++m) {
     const int32_t* row = ids + m * k;
     for (int64_t j = 0; j < k; ++j) {
-      check(row[j] >= 0 && row[j] < E, "topk_ids[{}, {}] = {} is not an expert id (valid: 0..{})",
-            m, j, row[j], E - 1);
+      check((row[j] >= 0 && row[j] < E) || (not_here_ok && row[j] == kExpertNotHere),
+            "topk_ids[{}, {}] = {} is not an expert id (valid: 0..{}{})", m, j, row[j], E - 1,
+            not_here_ok ? ", or -1 for an expert on another rank" : "");
       const float w = weights[m * k + j];
       check(std::isfinite(w), "topk_weights[{}, {}] is {} (valid: a finite weight)", m, j, w);
     }

@@ -1,6 +1,6 @@
 #pragma once
 // The one contract every backend keeps for routing input (host copies of it):
-//   - every expert id is in 0..E-1;
+//   - every expert id is in 0..E-1 (CUDA backends also take kExpertNotHere, qmoe/shard.hpp);
 //   - router logits and top-k weights are finite;
 //   - an id may repeat within a token: every slot is computed and weighted on its own, so the
 //     expert's output counts once per slot (expert parallelism gives a rank's remote slots id 0
@@ -13,8 +13,10 @@
 
 namespace qmoe {
 
-// ids i32 [M, k], weights f32 [M, k], E experts.
-void check_routed_input(const int32_t* ids, const float* weights, int64_t M, int64_t k, int64_t E);
+// ids i32 [M, k], weights f32 [M, k], E experts. `not_here_ok`: kExpertNotHere (a slot dropped
+// because its expert lives on another rank) is valid too, as CUDA backends take it.
+void check_routed_input(const int32_t* ids, const float* weights, int64_t M, int64_t k, int64_t E,
+                        bool not_here_ok = false);
 // logits f32 [M, E].
 void check_router_logits(const float* logits, int64_t M, int64_t E);
 

@@ -50,7 +50,7 @@ struct Written {
   MoEConfig config;
   WriteOptions options;
   QuantScheme scheme;
-  OpenOptions open;
+  OpenOptions open = {};
   std::vector<ShardSpec> plans = kPlans;
 };
 

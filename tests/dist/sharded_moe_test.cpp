@@ -95,6 +95,36 @@ TEST_P(ShardedMoEMatchesTheLayer, TokensSplitOverRanks) {
   EXPECT_LT(test::relative_error(out, want.clone()), 1e-5);
 }
 
+TEST_P(ShardedMoEMatchesTheLayer, TokensDispatchedToTheirExperts) {
+  const Case& c = GetParam();
+  // Uneven token counts: rank r holds rows [b(r), b(r + 1)) with b(r) = total r^2 / world^2, so
+  // rank 0 holds none.
+  const int world = c.shards.tp_size * c.shards.ep_size;
+  test::CaseSpec spec = c.spec;
+  spec.M *= world;
+  const test::MoECase x = test::make_case(spec);
+  const ShardPlan plan = plan_shards(describe(*x.experts, x.config), c.shards);
+  const MoE whole(x.config, *x.experts, c.backend);
+  Buffer want(DType::f32, {spec.M, spec.H});
+  whole.forward(x.hidden.view(), x.router_logits.view(), want.view());
+
+  const auto comms = local_communicators(world);
+  const int64_t H = spec.H, E = spec.E;
+  auto first_row = [&](int r) { return spec.M * r * r / (world * world); };
+  Buffer out(DType::f32, {spec.M, H});
+  on_every_rank(world, [&](int r) {
+    const ShardedMoE rank(x.config, *x.experts, plan, *comms[size_t(r)], c.backend);
+    const int64_t first = first_row(r), n = first_row(r + 1) - first;
+    TensorView hidden(const_cast<float*>(x.hidden.data_as<float>()) + first * H, DType::f32,
+                      {n, H});
+    TensorView logits(const_cast<float*>(x.router_logits.data_as<float>()) + first * E, DType::f32,
+                      {n, E});
+    TensorView mine(out.data_as<float>() + first * H, DType::f32, {n, H});
+    rank.forward_dispatch(hidden, logits, mine);
+  });
+  EXPECT_LT(test::relative_error(out, want.clone()), 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Plans, ShardedMoEMatchesTheLayer,
     testing::Values(
@@ -174,6 +204,55 @@ TEST(LocalCommunicators, MismatchedSizesFailOnEveryRankInsteadOfHanging) {
     try {
       std::vector<float>& mine = r == 0 ? a : b;
       comms[size_t(r)]->all_reduce_sum(TensorView(mine.data(), DType::f32, {int64_t(mine.size())}));
+    } catch (const Error&) {
+      ++errors;
+    }
+  });
+  EXPECT_EQ(errors, 2);
+}
+
+// Rank r sends r + d rows to rank d, each row (r, d, i): every rank receives, rank after rank,
+// exactly the rows addressed to it, and a count that disagrees fails on every rank.
+TEST(LocalCommunicators, AllToAllMovesEachRanksRowsToTheirRank) {
+  constexpr int kRanks = 3;
+  const auto comms = local_communicators(kRanks);
+  std::vector<std::vector<int32_t>> received(kRanks);
+  std::vector<std::vector<int64_t>> exchanged(kRanks);
+  on_every_rank(kRanks, [&](int r) {
+    Communicator& c = *comms[size_t(r)];
+    std::vector<int64_t> send_rows;
+    std::vector<int32_t> rows;
+    for (int d = 0; d < kRanks; ++d) {
+      send_rows.push_back(r + d);
+      for (int i = 0; i < r + d; ++i) rows.insert(rows.end(), {r, d, i});
+    }
+    exchanged[size_t(r)] = c.exchange_counts(send_rows);
+    int64_t total = 0;
+    for (int64_t n : exchanged[size_t(r)]) total += n;
+    received[size_t(r)].assign(size_t(total * 3), -1);
+    c.all_to_all(TensorView(rows.data(), DType::i32, {int64_t(rows.size() / 3), 3}), send_rows,
+                 TensorView(received[size_t(r)].data(), DType::i32, {total, 3}),
+                 exchanged[size_t(r)]);
+  });
+  for (int d = 0; d < kRanks; ++d) {
+    std::vector<int32_t> want;
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(exchanged[size_t(d)][size_t(r)], r + d);
+      for (int i = 0; i < r + d; ++i) want.insert(want.end(), {r, d, i});
+    }
+    EXPECT_EQ(received[size_t(d)], want) << "rank " << d;
+  }
+
+  std::atomic<int> errors = 0;
+  const auto two = local_communicators(2);
+  on_every_rank(2, [&](int r) {
+    std::vector<float> row(4, 1.0f), in(8, 0.0f);
+    const std::vector<int64_t> send_rows{1, 1};
+    const std::vector<int64_t> recv_rows{1, r == 0 ? 0 : 1};  // rank 0 expects too little
+    try {
+      two[size_t(r)]->all_to_all(TensorView(row.data(), DType::f32, {2, 2}), send_rows,
+                                 TensorView(in.data(), DType::f32, {1 + recv_rows[1], 2}),
+                                 recv_rows);
     } catch (const Error&) {
       ++errors;
     }

@@ -15,6 +15,7 @@
 #include "open_flags.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
+#include "qmoe/distributed.hpp"
 #include "qmoe/oracle.hpp"
 #include "qmoe/shard.hpp"
 #include "units.hpp"
@@ -136,6 +137,16 @@ std::string shard_line(const ShardPlan& plan) {
       plan.layer.intermediate);
 }
 
+// Which communicators this build can give CUDA ranks (NCCL, or why not).
+std::string communicator_line() {
+  return nccl_built()
+             ? fmt::format(
+                   "one GPU per rank over {}; ranks sharing a device run over "
+                   "in-process communicators",
+                   nccl_status())
+             : fmt::format("no NCCL ({}); ranks run over in-process communicators", nccl_status());
+}
+
 // The activation formats a backend's forwards take: "standard, batched_experts".
 std::vector<std::string> format_list(const Verdict& v) {
   std::vector<std::string> names;
@@ -154,7 +165,10 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
     fmt::print("\n{}{}\n",
                e.group.layers.empty() ? "layer" : "layers " + number_ranges(e.group.layers),
                fmt::format(" ({}): {}", e.group.source, e.group.layer.to_string()));
-    if (e.plan) fmt::print("shard: {}\n", shard_line(*e.plan));
+    if (e.plan) {
+      fmt::print("shard: {}\n", shard_line(*e.plan));
+      fmt::print("communicator: {}\n", communicator_line());
+    }
     size_t width = 7;
     for (const Verdict& v : e.selection.verdicts) width = std::max(width, v.backend.size());
     fmt::print("  {:<{}}  {:<8}  {}\n", "backend", width, "verdict", "reason");
@@ -225,6 +239,8 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
       g["shard"] = {{"tp", e.plan->spec.tp_size},
                     {"ep", e.plan->spec.ep_size},
                     {"judged_rank", 0},
+                    {"nccl", nccl_built()},
+                    {"communicator", communicator_line()},
                     {"judged_layer", e.judged.to_string()},
                     {"ranks", nlohmann::json::array()}};
       for (size_t rank = 0; rank < e.ranks.size(); ++rank) {

@@ -1,8 +1,9 @@
 // `qmoe verify DIR`: every MoE layer the checkpoint declares loads, and every backend that can run
 // it on this machine (CPU and each GPU) matches the float64 reference on random tokens. One row per
 // layer and backend; exit 1 when any row fails. With --tp / --ep, every rank of that plan runs
-// instead (ranks as threads on the CPU, each on the backend the oracle picks for its shard) and
-// every rank's summed output is checked.
+// instead, on each device of the machine (ranks as threads sharing the CPU or one GPU, or one GPU
+// per rank over NCCL when there are enough GPUs; each rank on the backend the oracle picks for its
+// shard), and every rank's summed output is checked.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "flag_checks.hpp"
 #include "forward_run.hpp"
 #include "open_flags.hpp"
+#include "placed_tensor.hpp"
 #include "progress.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/distributed.hpp"
@@ -96,15 +98,45 @@ std::vector<Row> check_on(const DeviceDesc& device, int layer, const MoEConfig& 
   return rows;
 }
 
-// Every rank of the tp x ep plan on the CPU, ranks as threads (their shards prepared first, so a
+// Where the ranks of a plan run: every rank on one device over in-process communicators (the CPU,
+// or ranks sharing one GPU), or one GPU per rank over NCCL.
+struct RankPlacement {
+  std::vector<Device> devices;  // by rank
+  bool nccl = false;
+  std::string label;  // the row's device column
+};
+
+RankPlacement placement_on(const DeviceDesc& device, int world) {
+  std::vector<DeviceDesc> gpus;
+  if (device.kind == DeviceKind::cuda) gpus = cuda_devices();
+  if (device.kind == DeviceKind::cuda && nccl_built() && int(gpus.size()) >= world && world > 1) {
+    RankPlacement p{.devices = {}, .nccl = true, .label = fmt::format("cuda:0-{} nccl", world - 1)};
+    for (int r = 0; r < world; ++r) p.devices.push_back(gpus[size_t(r)].device());
+    return p;
+  }
+  return RankPlacement{.devices = std::vector<Device>(size_t(world), device.device()),
+                       .nccl = false,
+                       .label = to_string(device.device())};
+}
+
+std::vector<std::unique_ptr<Communicator>> communicators_for(const RankPlacement& p) {
+  if (!p.nccl) return local_communicators(int(p.devices.size()));
+  std::vector<int> indices;
+  for (const Device& d : p.devices) indices.push_back(d.index);
+  return nccl_communicators(indices);
+}
+
+// Every rank of the tp x ep plan on `device` (ranks as threads; their shards prepared first, so a
 // shard no backend takes fails before any rank waits in a collective); the row's error is the
 // largest over the ranks' outputs, its time the wall time of the ranks' forward.
-Row check_sharded(int layer, const MoEConfig& config, const QuantizedExperts& experts,
-                  const VerifyOptions& o, Progress& progress) {
-  const DType dtype = DType::f32;
+Row check_sharded(const DeviceDesc& device, int layer, const MoEConfig& config,
+                  const QuantizedExperts& experts, const VerifyOptions& o, Progress& progress) {
+  const DType dtype = activation_dtype("auto", device.device());
+  const int world = o.tp * o.ep;
+  const RankPlacement placement = placement_on(device, world);
   Row r{.layer = layer,
         .backend = fmt::format("tp{}-ep{}", o.tp, o.ep),
-        .device = "cpu",
+        .device = placement.label,
         .dtype = std::string(name(dtype)),
         .bound = error_bound(dtype),
         .failure = {}};
@@ -115,15 +147,20 @@ Row check_sharded(int layer, const MoEConfig& config, const QuantizedExperts& ex
     const sample::MoECase c = sample::make_case(config, experts.clone(), o.tokens, dtype, rng);
     const ShardPlan plan =
         plan_shards(describe(experts, config), ShardSpec{.tp_size = o.tp, .ep_size = o.ep});
-    const int world = plan.world_size();
-    const auto comms = local_communicators(world);
+    const auto comms = communicators_for(placement);
     std::vector<std::unique_ptr<ShardedMoE>> ranks;
     std::vector<Buffer> outs;
+    std::vector<PlacedTensor> hidden, logits, placed_outs;
     for (int rank = 0; rank < world; ++rank) {
-      progress.at(fmt::format("{}rank {} of {}, preparing", where, rank, world));
-      ranks.push_back(
-          std::make_unique<ShardedMoE>(c.config, *c.experts, plan, *comms[size_t(rank)], "auto"));
+      const Device d = placement.devices[size_t(rank)];
+      progress.at(
+          fmt::format("{}rank {} of {} on {}, preparing", where, rank, world, to_string(d)));
+      ranks.push_back(std::make_unique<ShardedMoE>(c.config, *c.experts, plan, *comms[size_t(rank)],
+                                                   "auto", d));
       outs.emplace_back(dtype, std::initializer_list<int64_t>{o.tokens, config.hidden});
+      hidden.emplace_back(c.hidden, d);
+      logits.emplace_back(c.router_logits, d);
+      placed_outs.emplace_back(outs.back(), d);
     }
     progress.at(fmt::format("{}{} ranks, forward", where, world));
     std::vector<std::string> errors(static_cast<size_t>(world));
@@ -132,8 +169,9 @@ Row check_sharded(int layer, const MoEConfig& config, const QuantizedExperts& ex
     for (int rank = 0; rank < world; ++rank)
       threads.emplace_back([&, rank] {
         try {
-          ranks[size_t(rank)]->forward(c.hidden.view(), c.router_logits.view(),
-                                       outs[size_t(rank)].view());
+          const size_t i = size_t(rank);
+          ranks[i]->forward(hidden[i].view(), logits[i].view(), placed_outs[i].view());
+          synchronize(placement.devices[i]);
         } catch (const Error& e) {
           errors[size_t(rank)] = e.what();
         }
@@ -143,6 +181,7 @@ Row check_sharded(int layer, const MoEConfig& config, const QuantizedExperts& ex
     for (int rank = 0; rank < world; ++rank) {
       if (!errors[size_t(rank)].empty())
         throw Error(fmt::format("rank {}: {}", rank, errors[size_t(rank)]));
+      placed_outs[size_t(rank)].copy_to(outs[size_t(rank)]);
       r.error = std::max(r.error, sample::relative_error(outs[size_t(rank)], c.reference));
     }
     if (!(r.error < r.bound)) r.failure = "error above the bound";
@@ -161,7 +200,7 @@ void run_verify(const VerifyOptions& o) {
     check_tokens_fit(o.tokens, ckpt.moe_config(), activation_dtype("auto", device.device()));
   fmt::print("{}: {} checkpoint, {}, {} per check{}\n", o.dir, ckpt.format(),
              to_string(ckpt.scheme()), plural(o.tokens, "token", "tokens"),
-             sharded ? fmt::format(", tp {} x ep {} ranks on the CPU", o.tp, o.ep) : "");
+             sharded ? fmt::format(", tp {} x ep {} ranks", o.tp, o.ep) : "");
   fmt::print("{:>5}  {:<10}  {:<8}  {:<5}  {:>10}  {:>8}  {:>10}  {}\n", "layer", "backend",
              "device", "dtype", "rel. error", "bound", "time", "status");
   int failures = 0;
@@ -172,8 +211,11 @@ void run_verify(const VerifyOptions& o) {
     try {
       const QuantizedExperts experts = ckpt.load_layer(layer);
       const MoEConfig config = ckpt.layer_config(layer);
-      if (sharded) rows.push_back(check_sharded(layer, config, experts, o, progress));
-      for (const DeviceDesc& device : sharded ? std::vector<DeviceDesc>{} : devices) {
+      for (const DeviceDesc& device : devices) {
+        if (sharded) {
+          rows.push_back(check_sharded(device, layer, config, experts, o, progress));
+          continue;
+        }
         for (Row& r : check_on(device, layer, config, experts, o, progress))
           rows.push_back(std::move(r));
       }
@@ -209,10 +251,12 @@ void add_verify(CLI::App& root) {
       ->check(at_least(1));
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress line");
-  cmd->add_option("--tp", o->tp, "Tensor-parallel ranks (run as threads on the CPU)")
+  cmd->add_option("--tp", o->tp,
+                  "Tensor-parallel ranks (threads sharing a device, or a GPU each over NCCL)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--ep", o->ep, "Expert-parallel ranks (run as threads on the CPU)")
+  cmd->add_option("--ep", o->ep,
+                  "Expert-parallel ranks (threads sharing a device, or a GPU each over NCCL)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->callback([o] { run_verify(*o); });

@@ -56,6 +56,7 @@ void PlacedTensor::copy_to(Buffer& host) const {
 void synchronize(Device device) {
   if (device.kind == DeviceKind::cpu) return;
 #ifdef QMOE_WITH_CUDA
+  QMOE_CUDA_CHECK(cudaSetDevice(device.index));
   QMOE_CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }

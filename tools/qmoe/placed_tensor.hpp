@@ -23,7 +23,8 @@ class PlacedTensor {
   TensorView view_;
 };
 
-// Waits until the device has finished all work queued so far (no-op on the CPU).
+// Waits until the device has finished all work queued so far (no-op on the CPU); makes it the
+// calling thread's current device.
 void synchronize(Device device);
 
 }  // namespace qmoe::cli

@@ -33,7 +33,7 @@ void check_routed_batch(std::string_view backend, const RoutedBatch& batch, int 
     const auto stream = static_cast<cudaStream_t>(batch.stream);
     check_routed_input(on_host<int32_t>(batch.topk_ids, stream).data(),
                        on_host<float>(batch.topk_weights, stream).data(), batch.hidden.dim(0),
-                       top_k, num_experts);
+                       top_k, num_experts, /*not_here_ok=*/true);
   }
 }
 
