@@ -101,6 +101,9 @@ class ShardedMoE {
   // the whole batch: world size x n for forward_token_split), so that they allocate nothing.
   void reserve(int64_t max_tokens, void* stream = nullptr) const;
 
+  // Ranks sharing one GPU (simulated ranks) must pass each its own stream: the layer's scratch
+  // on a stream serves one forward at a time (MoE::reserve).
+  //
   // Tokens replicated on every rank (tensor parallelism, and expert parallelism where the engine
   // broadcasts tokens): the same hidden [M, H] and router_logits f32 [M, E] on every rank, the
   // whole layer's out [M, H] on every rank (an all-reduce).

@@ -227,10 +227,12 @@ TEST_F(CudaMmaSoak, CheckingModeKeepsTheHostContract) {
   const RoutingChecks on;
   EXPECT_EQ(routed_error(ok_ids, ok_weights), "");
   EXPECT_NE(routed_error({0, 1, 2, 5, 4, 0}, ok_weights)
-                .find("topk_ids[1, 1] = 5 is not an expert id (valid: 0..4)"),
+                .find("topk_ids[1, 1] = 5 is not an expert id (valid: 0..4, or -1"),
             std::string::npos);
-  EXPECT_NE(routed_error({0, 1, 2, 3, -1, 0}, ok_weights)
-                .find("topk_ids[2, 0] = -1 is not an expert id (valid: 0..4)"),
+  // kExpertNotHere (-1): a slot whose expert lives on another rank, dropped.
+  EXPECT_EQ(routed_error({0, 1, 2, 3, -1, 0}, ok_weights), "");
+  EXPECT_NE(routed_error({0, 1, 2, 3, -2, 0}, ok_weights)
+                .find("topk_ids[2, 0] = -2 is not an expert id (valid: 0..4, or -1"),
             std::string::npos);
   EXPECT_NE(
       routed_error(ok_ids, {0.5f, NAN, 0.3f, 0.7f, 0.9f, 0.1f}).find("topk_weights[0, 1] is nan"),

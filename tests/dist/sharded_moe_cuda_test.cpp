@@ -49,6 +49,19 @@ void on_every_rank(int ranks, const std::function<void(int)>& f) {
     if (e) std::rethrow_exception(e);
 }
 
+// Ranks sharing a GPU need a stream each: a stream's scratch serves one forward at a time.
+class OwnStream {
+ public:
+  OwnStream() { QMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~OwnStream() { cudaStreamDestroy(stream_); }
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 struct Case {
   const char* name;
   test::CaseSpec spec;
@@ -76,8 +89,11 @@ TEST_P(CudaRanksMatchTheReference, TokensReplicatedOnSimulatedRanks) {
     outs.push_back(test::poisoned_output(DType::bf16, c.spec.M, c.spec.H));
   on_every_rank(world, [&](int r) {
     const ShardedMoE rank(x.config, *x.experts, plan, *comms[size_t(r)], "auto", kGpu);
+    const OwnStream stream;
     // Twice: a slot the rank dropped must not be reported as bad routing at the next forward.
-    for (int i = 0; i < 2; ++i) rank.forward(hidden.view, logits.view, outs[size_t(r)].view);
+    for (int i = 0; i < 2; ++i)
+      rank.forward(hidden.view, logits.view, outs[size_t(r)].view, stream.get());
+    QMOE_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   });
   for (int r = 0; r < world; ++r) {
     const Buffer got = test::download(outs[size_t(r)], DType::bf16, c.spec.M, c.spec.H);
@@ -104,7 +120,9 @@ TEST_P(CudaRanksMatchTheReference, TokensSplitOnSimulatedRanks) {
     const TensorView mine_logits(logits.view.data_as<float>() + r * n * E, DType::f32, {n, E},
                                  kGpu);
     const TensorView mine_out(out.view.data_as<bf16_t>() + r * n * H, DType::bf16, {n, H}, kGpu);
-    rank.forward_token_split(mine_hidden, mine_logits, mine_out);
+    const OwnStream stream;
+    rank.forward_token_split(mine_hidden, mine_logits, mine_out, stream.get());
+    QMOE_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   });
   EXPECT_LT(test::relative_error(test::download(out, DType::bf16, spec.M, H), x.reference),
             kShardedBound);
@@ -152,8 +170,8 @@ TEST(NcclWorldOfOne, EqualsTheUnshardedLayerAlsoFromAGraph) {
   const auto comms = nccl_communicators(devices);
   const ShardPlan plan = plan_shards(describe(*x.experts, x.config), ShardSpec{});
   const ShardedMoE rank(x.config, *x.experts, plan, *comms[0], "auto", kGpu);
-  cudaStream_t stream = nullptr;
-  QMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const OwnStream own;
+  const cudaStream_t stream = own.get();
   rank.reserve(spec.M, stream);
   OnDevice got = test::poisoned_output(DType::bf16, spec.M, spec.H);
   rank.forward(hidden.view, logits.view, got.view, stream);
@@ -176,7 +194,6 @@ TEST(NcclWorldOfOne, EqualsTheUnshardedLayerAlsoFromAGraph) {
   EXPECT_EQ(std::memcmp(a.data(), c.data(), size_t(a.nbytes())), 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 // Every visible GPU one NCCL rank, TP and EP across them, both token forms.

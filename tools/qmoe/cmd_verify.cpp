@@ -170,7 +170,9 @@ Row check_sharded(const DeviceDesc& device, int layer, const MoEConfig& config,
       threads.emplace_back([&, rank] {
         try {
           const size_t i = size_t(rank);
-          ranks[i]->forward(hidden[i].view(), logits[i].view(), placed_outs[i].view());
+          const DeviceStream stream(placement.devices[i]);
+          ranks[i]->forward(hidden[i].view(), logits[i].view(), placed_outs[i].view(),
+                            stream.get());
           synchronize(placement.devices[i]);
         } catch (const Error& e) {
           errors[size_t(rank)] = e.what();

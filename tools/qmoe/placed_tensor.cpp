@@ -53,6 +53,22 @@ void PlacedTensor::copy_to(Buffer& host) const {
 #endif
 }
 
+DeviceStream::DeviceStream(Device device) {
+  if (device.kind == DeviceKind::cpu) return;
+#ifdef QMOE_WITH_CUDA
+  QMOE_CUDA_CHECK(cudaSetDevice(device.index));
+  cudaStream_t s = nullptr;
+  QMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+#endif
+}
+
+DeviceStream::~DeviceStream() {
+#ifdef QMOE_WITH_CUDA
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+#endif
+}
+
 void synchronize(Device device) {
   if (device.kind == DeviceKind::cpu) return;
 #ifdef QMOE_WITH_CUDA

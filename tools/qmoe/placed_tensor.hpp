@@ -23,6 +23,20 @@ class PlacedTensor {
   TensorView view_;
 };
 
+// A stream of its own on a CUDA device (nullptr, the default, on the CPU): ranks sharing a GPU
+// each need one, as a stream's scratch serves one forward at a time.
+class DeviceStream {
+ public:
+  explicit DeviceStream(Device device);
+  ~DeviceStream();
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  void* get() const { return stream_; }
+
+ private:
+  void* stream_ = nullptr;
+};
+
 // Waits until the device has finished all work queued so far (no-op on the CPU); makes it the
 // calling thread's current device.
 void synchronize(Device device);
