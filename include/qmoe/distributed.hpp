@@ -117,9 +117,10 @@ class ShardedMoE {
   // Tokens split over the ranks, n of them on this rank (n may differ between ranks): only the
   // (token, slot) pairs routed to a rank's experts go there (counts exchanged first, then one
   // all-to-all of rows and one of their local expert ids), run there in the batched-experts
-  // format (MoE::forward_batched), and come back to be weighed and summed in f32. The bytes
-  // moved grow with the routed pairs, not with every rank's whole batch. Host ranks only (CPU
-  // backends, local communicators) for now: CUDA ranks use forward or forward_token_split.
+  // format (MoE::forward_batched), and come back to be weighed and summed in f32. A token moves
+  // once per slot routed off its rank, so against the replicated forms it sends k / world as many
+  // bytes: it pays when top-k is below the world size. Host ranks only (CPU backends, local
+  // communicators) for now: CUDA ranks use forward or forward_token_split.
   void forward_dispatch(TensorView hidden, TensorView router_logits, TensorView out) const;
 
  private:
