@@ -97,14 +97,17 @@ class LocalCommunicator final : public Communicator {
     group_->sends[size_t(rank_)] = send;
     group_->expected[size_t(rank_)] = recv_rows;
     publish_counts(send_rows, std::move(problem));
-    // Every rank checks every pair, so all throw together.
-    for (int from = 0; from < size(); ++from)
-      for (int to = 0; to < size(); ++to)
-        check(
-            group_->counts[size_t(from)][size_t(to)] == group_->expected[size_t(to)][size_t(from)],
-            "all_to_all: rank {} sends {} rows to rank {}, which expects {}", from,
-            group_->counts[size_t(from)][size_t(to)], to,
-            group_->expected[size_t(to)][size_t(from)]);
+    // Every rank checks every pair and all wait before any throws: the counts live on the ranks'
+    // stacks, which a throwing rank unwinds.
+    std::string mismatch;
+    for (int from = 0; from < size() && mismatch.empty(); ++from)
+      for (int to = 0; to < size() && mismatch.empty(); ++to)
+        if (group_->counts[size_t(from)][size_t(to)] != group_->expected[size_t(to)][size_t(from)])
+          mismatch = fmt::format("all_to_all: rank {} sends {} rows to rank {}, which expects {}",
+                                 from, group_->counts[size_t(from)][size_t(to)], to,
+                                 group_->expected[size_t(to)][size_t(from)]);
+    group_->arrived.arrive_and_wait();
+    check(mismatch.empty(), "{}", mismatch);
     auto* out = static_cast<std::byte*>(recv.data());
     for (int r = 0; r < size(); ++r) {
       const std::span<const int64_t> theirs = group_->counts[size_t(r)];

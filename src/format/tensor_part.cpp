@@ -47,12 +47,13 @@ int64_t checked_bytes(const TensorInfo& t, const TensorPart& part) {
         t.describe(), part.cols, numel);
   const int64_t rows = numel / part.cols;
   check(within(part.col_range, part.cols),
-        "tensor '{}' ({}): columns [{}, {}) are outside its {} columns", t.name, t.describe(),
-        part.col_range.first, part.col_range.end(), part.cols);
+        "tensor '{}' ({}): {} columns from column {} are outside its {} columns", t.name,
+        t.describe(), part.col_range.count, part.col_range.first, part.cols);
   int64_t rows_read = 0;
   for (const Range& r : part.rows) {
-    check(within(r, rows), "tensor '{}' ({}): rows [{}, {}) are outside its {} rows", t.name,
-          t.describe(), r.first, r.end(), rows);
+    // Messages name first and count: first + count may overflow for a hostile part.
+    check(within(r, rows), "tensor '{}' ({}): {} rows from row {} are outside its {} rows", t.name,
+          t.describe(), r.count, r.first, rows);
     check(!__builtin_add_overflow(rows_read, r.count, &rows_read),
           "tensor '{}': a part of too many rows", t.name);
   }

@@ -59,9 +59,12 @@ TEST(TensorPart, RefusesAPartThatDoesNotFitTheTensor) {
       [&] {
         part_bytes(s.t, part({3, 2}, {0, 6}));
       },
-      "'m.qweight' (I32[4, 6] in model.safetensors): rows [3, 5) are outside its "
-      "4 rows");
-  test::expect_error([&] { part_bytes(s.t, part({0, 1}, {4, 3})); }, "columns [4, 7) are outside");
+      "'m.qweight' (I32[4, 6] in model.safetensors): 2 rows from row 3 are outside its 4 rows");
+  test::expect_error(
+      [&] {
+        part_bytes(s.t, part({0, 1}, {4, 3}));
+      },
+      "3 columns from column 4 are outside");
   test::expect_error([&] { part_bytes(s.t, part({-1, 1}, {0, 6})); }, "outside");
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
   test::expect_error([&] { part_bytes(s.t, part({2, kHuge}, {0, 6})); }, "outside");
