@@ -42,16 +42,6 @@ struct Plan {
   bool token_split = false;  // each rank holds M / world tokens (all-gather, reduce-scatter)
 };
 
-MoEConfig moe_config(const Shape& s) {
-  MoEConfig c;
-  c.num_experts = s.E;
-  c.hidden = s.H;
-  c.intermediate = s.I;
-  c.routing.top_k = s.k;
-  c.activation = Activation::silu;
-  return c;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -69,16 +69,6 @@ struct Row {
   bool numerics_ok = false;
 };
 
-MoEConfig moe_config(const Shape& s) {
-  MoEConfig c;
-  c.num_experts = s.E;
-  c.hidden = s.H;
-  c.intermediate = s.I;
-  c.routing.top_k = s.k;
-  c.activation = Activation::silu;
-  return c;
-}
-
 // Routing and alignment of each set, each timed like a forward (graph of R) and on its own, so the
 // two costs can be told apart (alignment reads the set's own top-k ids).
 RouteAlignTimes time_route_align(const Shape& s, const std::vector<RoutingSet>& sets,

@@ -16,38 +16,23 @@
 
 #include <cuda_runtime_api.h>
 
-#include <functional>
-#include <thread>
 #include <vector>
 
 #include "cuda/gpu_test.hpp"
 #include "cuda_mma/on_device.hpp"
 #include "qmoe/distributed.hpp"
 #include "support/moe_case.hpp"
+#include "support/on_every_rank.hpp"
 
 namespace qmoe {
 namespace {
+
+using test::on_every_rank;
 
 using test::kGpu;
 using test::OnDevice;
 
 constexpr double kShardedBound = 1.5e-2;
-
-void on_every_rank(int ranks, const std::function<void(int)>& f) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 // Ranks sharing a GPU need a stream each: a stream's scratch serves one forward at a time.
 class OwnStream {

@@ -9,16 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
-#include <thread>
 #include <vector>
 
 #include "qmoe/distributed.hpp"
 #include "qmoe/error.hpp"
 #include "support/moe_case.hpp"
+#include "support/on_every_rank.hpp"
 
 namespace qmoe {
 namespace {
+
+using test::on_every_rank;
 
 struct Case {
   const char* name;
@@ -28,23 +29,6 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-// Runs f(rank) on one thread per rank and rethrows the first rank's Error.
-void on_every_rank(int ranks, const std::function<void(int)>& f) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 class ShardedMoEMatchesTheLayer : public testing::TestWithParam<Case> {};
 

@@ -13,6 +13,16 @@
 
 namespace qmoe::bench {
 
+MoEConfig moe_config(const Shape& s) {
+  MoEConfig c;
+  c.num_experts = s.E;
+  c.hidden = s.H;
+  c.intermediate = s.I;
+  c.routing.top_k = s.k;
+  c.activation = Activation::silu;
+  return c;
+}
+
 const std::vector<Shape>& benchmark_shapes() {
   static const std::vector<Shape> shapes{
       {"mixtral-8x7b", 4096, 14336, 8, 2},       {"qwen3-30b-a3b", 2048, 768, 128, 8},

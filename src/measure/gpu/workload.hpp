@@ -9,6 +9,7 @@
 
 #include "cuda/device_buffer.hpp"
 #include "measure/gpu/bench_kernels.hpp"
+#include "qmoe/config.hpp"
 #include "qmoe/quant.hpp"
 
 namespace qmoe::bench {
@@ -19,6 +20,9 @@ struct Shape {
   int k;
   bool by_default = true;  // in a run that names no shapes
 };
+
+// The layer config of a shape as the benchmarks run it: softmax top-k, renormalized, SiLU.
+MoEConfig moe_config(const Shape& s);
 
 // The three layer shapes of docs/benchmarking.md, then gpt-oss's two (MXFP4 checkpoints; run
 // when named).
