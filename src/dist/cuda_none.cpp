@@ -5,7 +5,8 @@
 
 namespace qmoe {
 
-HostStaged::HostStaged(TensorView t, void* stream) : original_(t), host_(t), stream_(stream) {
+HostStaged::HostStaged(TensorView t, void* stream, Contents)
+    : original_(t), host_(t), stream_(stream) {
   check(t.device().kind == DeviceKind::cpu, "{} is CUDA memory, but qmoe was built without CUDA",
         t.describe());
 }

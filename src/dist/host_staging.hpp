@@ -8,7 +8,8 @@ namespace qmoe {
 
 class HostStaged {
  public:
-  HostStaged(TensorView t, void* stream);
+  enum Contents { read, write_only };  // write_only: an output, whose old values are not copied out
+  HostStaged(TensorView t, void* stream, Contents contents = read);
   TensorView view() const { return host_; }
   // The host copy's contents back into the CUDA tensor (nothing to do for a host tensor).
   void write_back() const;

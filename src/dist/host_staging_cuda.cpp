@@ -6,7 +6,8 @@
 
 namespace qmoe {
 
-HostStaged::HostStaged(TensorView t, void* stream) : original_(t), host_(t), stream_(stream) {
+HostStaged::HostStaged(TensorView t, void* stream, Contents contents)
+    : original_(t), host_(t), stream_(stream) {
   if (t.device().kind == DeviceKind::cpu) return;
   check(t.is_contiguous(), "a CUDA tensor staged through the host must be contiguous, got {}",
         t.describe());
@@ -14,6 +15,7 @@ HostStaged::HostStaged(TensorView t, void* stream) : original_(t), host_(t), str
   for (int i = 0; i < t.rank(); ++i) shape.push_back(t.dim(i));
   copy_ = Buffer(t.dtype(), shape);
   host_ = TensorView(copy_.data(), t.dtype(), shape);
+  if (contents == write_only) return;
   DeviceScope scope(t.device().index);
   const auto s = static_cast<cudaStream_t>(stream);
   QMOE_CUDA_CHECK(

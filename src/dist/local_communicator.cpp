@@ -53,7 +53,8 @@ class LocalCommunicator final : public Communicator {
   }
 
   void all_gather(TensorView send_tensor, TensorView recv_tensor, void* stream) override {
-    const HostStaged staged_send(send_tensor, stream), staged_recv(recv_tensor, stream);
+    const HostStaged staged_send(send_tensor, stream),
+        staged_recv(recv_tensor, stream, HostStaged::write_only);
     const TensorView send = staged_send.view(), recv = staged_recv.view();
     publish(send, "all_gather", rows_problem(recv, send, "all_gather"));
     const int64_t n = send.numel();
@@ -64,7 +65,8 @@ class LocalCommunicator final : public Communicator {
   }
 
   void reduce_scatter_sum(TensorView send_tensor, TensorView recv_tensor, void* stream) override {
-    const HostStaged staged_send(send_tensor, stream), staged_recv(recv_tensor, stream);
+    const HostStaged staged_send(send_tensor, stream),
+        staged_recv(recv_tensor, stream, HostStaged::write_only);
     const TensorView send = staged_send.view(), recv = staged_recv.view();
     publish(send, "reduce_scatter_sum", rows_problem(send, recv, "reduce_scatter_sum"));
     const int64_t n = recv.numel();
@@ -90,7 +92,8 @@ class LocalCommunicator final : public Communicator {
   void all_to_all(TensorView send_tensor, std::span<const int64_t> send_rows,
                   TensorView recv_tensor, std::span<const int64_t> recv_rows,
                   void* stream) override {
-    const HostStaged staged_send(send_tensor, stream), staged_recv(recv_tensor, stream);
+    const HostStaged staged_send(send_tensor, stream),
+        staged_recv(recv_tensor, stream, HostStaged::write_only);
     const TensorView send = staged_send.view(), recv = staged_recv.view();
     std::string problem = rows_match(send, send_rows, recv, recv_rows);
     const int64_t row_bytes = send.rank() == 2 ? send.dim(1) * size_of(send.dtype()) : 0;
