@@ -42,6 +42,11 @@ struct LayerDesc {
   // Some act-order group of some expert holds other than group-size channels (g_idx not from
   // GPTQ's act-order). Known only from the weights; describe(scheme, config) leaves it false.
   bool act_order_uneven_groups = false;
+  // MXFP4 weights: the largest difference between the e8m0 exponents of two nonzero 32-blocks in
+  // one aligned 64-channel window of a row, over both weights (what a kernel that reads one scale
+  // per 64-channel tile must absorb into its codes). Known only from the weights; describe(scheme,
+  // config) leaves it 0.
+  int mxfp4_window_spread = 0;
 
   bool has_bias() const { return w13_bias || w2_bias; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }

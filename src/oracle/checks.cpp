@@ -136,6 +136,15 @@ Reason check_act_order_groups(const BackendDescriptor& b, const LayerDesc& l, co
       "are not supported; GPTQ's act-order gives equal groups");
 }
 
+Reason check_mxfp4_windows(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
+  if (b.mxfp4_window_spread_limit < 0 || l.mxfp4_window_spread <= b.mxfp4_window_spread_limit)
+    return std::nullopt;
+  return fmt::format(
+      "mxfp4: the scales of two 32-channel blocks in one 64-channel window differ by a factor "
+      "2^{}; the kernel re-codes each window at one scale, exactly up to 2^{}",
+      l.mxfp4_window_spread, b.mxfp4_window_spread_limit);
+}
+
 Reason check_activation(const BackendDescriptor& b, const LayerDesc& l, const DeviceDesc&) {
   if (contains(b.activations, l.activation)) return std::nullopt;
   return fmt::format("activation {} is not implemented (has {})", name(l.activation),
@@ -191,6 +200,8 @@ Reason check_shapes(const BackendDescriptor& b, const LayerDesc& l, const Device
   if (Reason r = check_tiles(b, l)) return r;
   if (!b.group_multiple_of_k_tile) return std::nullopt;
   for (const QuantScheme* s : {&l.w13_scheme, &l.w2_scheme}) {
+    // MXFP4's 32-blocks are the descriptor's `mxfp4` business (check_mxfp4_windows).
+    if (s->kind == WeightKind::mxfp4) continue;
     if (s->group_size != kChannelwise && s->group_size % b.k_multiple != 0) {
       return fmt::format(
           "group size {} must be a multiple of the K tile ({}): a tile reads one "
@@ -214,11 +225,20 @@ using Check = Reason (*)(const BackendDescriptor&, const LayerDesc&, const Devic
 
 // Order: what cannot change (the device) before what the user could change (scheme,
 // activation, bias, shapes).
-constexpr std::array<Check, 13> kChecks{
-    check_device_kind, check_cpu_features,           check_compute_capability,
-    check_weights,     check_act_order_split,        check_act_order_groups,
-    check_activation,  check_activation_dtype,       check_activation_format,
-    check_bias,        check_router_weight_on_input, check_shapes,
+constexpr std::array<Check, 14> kChecks{
+    check_device_kind,
+    check_cpu_features,
+    check_compute_capability,
+    check_weights,
+    check_mxfp4_windows,
+    check_act_order_split,
+    check_act_order_groups,
+    check_activation,
+    check_activation_dtype,
+    check_activation_format,
+    check_bias,
+    check_router_weight_on_input,
+    check_shapes,
     check_limits,
 };
 

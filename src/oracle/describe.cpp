@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "qmoe/oracle.hpp"
+#include "quant/mxfp4_windows.hpp"
 
 namespace qmoe {
 
 namespace {
+
+constexpr int64_t kMxfp4Window = 64;  // LayerDesc::mxfp4_window_spread
 
 LayerDesc from_config(const MoEConfig& config) {
   LayerDesc d;
@@ -53,6 +56,11 @@ LayerDesc describe(const QuantizedExperts& experts, const MoEConfig& config) {
   d.w2_bias = experts.w2().has_bias();
   if (experts.w2().K_full > 0) d.w2_full_k = experts.w2().K_full;
   d.act_order_uneven_groups = uneven_groups(experts.w13()) || uneven_groups(experts.w2());
+  d.mxfp4_window_spread = 0;
+  for (const QuantizedWeight* w : {&experts.w13(), &experts.w2()})
+    if (w->K % kMxfp4Window == 0)
+      d.mxfp4_window_spread =
+          std::max(d.mxfp4_window_spread, mxfp4_window_spread(*w, kMxfp4Window));
   return d;
 }
 

@@ -41,7 +41,10 @@ struct BackendDescriptor {
   // Weights (checked for w13 and w2 separately)
   std::vector<int> int_bits;  // integer widths supported (empty: no integer weights)
   bool mxfp4 = false;
-  bool mxfp4_activations = false;        // W4A4: activations quantized to MXFP4 before each GEMM
+  bool mxfp4_activations = false;  // W4A4: activations quantized to MXFP4 before each GEMM
+  // MXFP4 re-coded at one scale per 64-channel window: the largest LayerDesc::mxfp4_window_spread
+  // it holds exactly; -1 = keeps every 32-block's scale (no limit).
+  int mxfp4_window_spread_limit = -1;
   bool zero_points = false;              // asymmetric (explicit zero points)
   std::vector<int> group_sizes;          // kChannelwise, kAnyGroupDividingK, or exact sizes
   int group_multiple = 1;                // with kAnyGroupDividingK: groups must be multiples

@@ -1,7 +1,9 @@
 // What `cuda-wgmma` runs (src/backend/cuda_wgmma/): Hopper prefill on CUTLASS's mixed-input
 // grouped GEMM (wgmma, TMA, warp specialisation). wgmma is an sm_90a instruction, so compute
 // capability 9.0 exactly. The mainloop reads one scale (and zero) per 64-wide K tile, so groups
-// are channelwise or whole K tiles, and K is whole tiles; TMA needs 16-byte rows (N a multiple of
+// are channelwise or whole K tiles, and K is whole tiles; MXFP4's 32-blocks are re-coded as fp8
+// at one scale per tile, exact while the two blocks' scales are at most 2^13 apart
+// (mxfp4_recode.hpp); TMA needs 16-byte rows (N a multiple of
 // 8) and the shuffled 4-bit order tiles N by 16. Act-order sorts each expert's K by group
 // (kernel_weight.hpp): GEMM1's rows are gathered in that order and w13's rows are permuted so that
 // GEMM2's input comes out in w2's order; that needs every group to hold exactly group-size
@@ -9,6 +11,7 @@
 // numbers with the kernel.
 #include <algorithm>
 
+#include "backend/cuda_wgmma/mxfp4_recode.hpp"
 #include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
 
@@ -17,8 +20,10 @@ namespace qmoe {
 namespace {
 
 // What kernel_weight.cpp uploads for one weight [E, N, K]: codes, 16-bit scales and, with zero
-// points, f32 zero terms per (group, row).
+// points, f32 zero terms per (group, row). MXFP4 becomes one e4m3 byte per weight and one scale
+// per 64-channel window.
 int64_t kernel_weight_bytes(const QuantScheme& s, int64_t E, int64_t N, int64_t K) {
+  if (s.kind == WeightKind::mxfp4) return E * N * K + E * (K / 64) * N * 2;
   return E * N * K * s.bits / 8 + E * s.groups_for(K) * N * (2 + (s.has_zero_points() ? 4 : 0));
 }
 
@@ -47,6 +52,8 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
     b.min_compute_capability = 90;
     b.max_compute_capability = 90;
     b.int_bits = {4, 8};
+    b.mxfp4 = true;
+    b.mxfp4_window_spread_limit = cuda_wgmma::kMxfp4WindowSpreadLimit;
     b.zero_points = true;
     b.group_sizes = {kChannelwise, kAnyGroupDividingK};
     b.act_order = true;

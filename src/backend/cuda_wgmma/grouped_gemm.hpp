@@ -6,8 +6,9 @@
 //
 // Operands, per expert e (so that the narrow operand is the one converted in registers, the
 // weights are CUTLASS's A and the tokens its B):
-//   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in the kernel's shuffled order
-//   scales  [K/G, N] in the activation dtype (N contiguous): weight = scale * signed_code
+//   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in the kernel's shuffled order;
+//           MXFP4 re-coded as fp8 e4m3, one scale per 64-channel window (mxfp4_recode.hpp)
+//   scales  [K/G, N] in the activation dtype (N contiguous): weight = scale * code
 //   Zero points are not the kernel's: CUTLASS 4.2's grouped (pointer-array) mainloop with zeros
 //   stopped at an illegal instruction on the H200. With weight = scale * (code - zero) =
 //   scale * signed_code + scale * (2^(bits-1) - zero), the second term is added afterwards as
@@ -24,9 +25,12 @@
 
 namespace qmoe::cuda_wgmma {
 
-// One weight layout: weight bits x activation dtype (compiled once per token tile).
+// The element the kernel reads its weights as.
+enum class Code : uint8_t { int4, int8, e4m3 };
+
+// One weight layout: code x activation dtype (compiled once per token tile).
 struct Variant {
-  int bits = 4;
+  Code code = Code::int4;
   DType act = DType::bf16;
 };
 
@@ -66,7 +70,7 @@ struct GemmOps {
   // Builds `w.static_args` (and the pointers into it) for w.codes and w.scales, already filled.
   void (*make_static_args)(KernelWeight& w);
   // Rewrites the signed 4-bit codes of `w` (K-major, two per byte, low nibble first) into the
-  // kernel's shuffled order; no-op for 8-bit. Synchronous; uses `scratch` of N*K bytes.
+  // kernel's shuffled order; no-op for 8-bit codes. Synchronous; uses `scratch` of N*K bytes.
   cudaError_t (*shuffle_codes)(KernelWeight& w, void* scratch, cudaStream_t stream);
   size_t (*workspace_bytes)(int groups, int sm_count);
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);

@@ -1,5 +1,6 @@
 #include "backend/cuda_wgmma/kernel_weight.hpp"
 
+#include "backend/cuda_wgmma/mxfp4_recode.hpp"
 #include "core/check.hpp"
 #include "cuda/cuda_check.hpp"
 #include "quant/act_order.hpp"
@@ -13,6 +14,25 @@ uint16_t bits_of(float v, DType act) {
 }
 float rounded(float v, DType act) {
   return act == DType::bf16 ? to_float(to_bf16(v)) : to_float(to_half(v));
+}
+
+Code code_of(const QuantScheme& s) {
+  if (s.kind == WeightKind::mxfp4) return Code::e4m3;
+  return s.bits == 4 ? Code::int4 : Code::int8;
+}
+
+const char* name(Code c) {
+  switch (c) {
+    case Code::int4: return "int4";
+    case Code::int8: return "int8";
+    case Code::e4m3: return "fp8 e4m3 (mxfp4)";
+  }
+  return "?";
+}
+
+// The group a kernel scale covers: MXFP4 is re-coded at one scale per K tile.
+int64_t kernel_group(const QuantizedWeight& w) {
+  return w.scheme.kind == WeightKind::mxfp4 ? kTileK : w.scheme.group_size_for(w.K);
 }
 
 }  // namespace
@@ -59,14 +79,18 @@ std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation
 HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what,
                                   std::span<const int32_t> rows) {
   const QuantScheme& s = w.scheme;
-  check(s.kind == WeightKind::integer, "cuda-wgmma: {} is {}; only integer weights are supported",
-        what, to_string(s));
+  check(s.activation_quant == ActivationQuant::none,
+        "cuda-wgmma: {} is {}; MXFP4 activations (W4A4) run on emulation only", what, to_string(s));
   check(act == DType::bf16 || act == DType::f16,
         "cuda-wgmma: activations must be bf16 or f16, got {}", name(act));
   check(rows.empty() || int64_t(rows.size()) == w.E * w.N,
         "cuda-wgmma: {} has {} rows but a row order of {} entries", what, w.E * w.N, rows.size());
-  const std::vector<int32_t> channels = kernel_channels(w, what);
   HostKernelWeight h;
+  if (s.kind == WeightKind::mxfp4) {
+    recode_mxfp4(w, act, what, rows, h);
+    return h;
+  }
+  const std::vector<int32_t> channels = kernel_channels(w, what);
   h.group_size = int(s.group_size_for(w.K));
   auto source_row = [&](int64_t e, int64_t n) {
     return rows.empty() ? n : rows[size_t(e * w.N + n)];
@@ -131,19 +155,20 @@ void check_tileable(const QuantizedWeight& w, DType act, const std::string& what
         w.N);
   check(w.K % kTileK == 0, "cuda-wgmma: {} has K = {}; the kernel needs a multiple of {}", what,
         w.K, kTileK);
-  check(w.scheme.group_size_for(w.K) % kTileK == 0,
+  check(kernel_group(w) % kTileK == 0,
         "cuda-wgmma: {} has groups of {}; the kernel needs channelwise scales or groups of a "
         "multiple of {}",
-        what, w.scheme.group_size_for(w.K), kTileK);
+        what, kernel_group(w), kTileK);
+  const Variant variant{code_of(w.scheme), act};
   for (int tile : kTileTokens)
-    check(gemm_ops(Variant{w.scheme.bits, act}, tile) != nullptr,
-          "cuda-wgmma: no {}-token kernel for int{} {} activations in this build", tile,
-          w.scheme.bits, name(act));
+    check(gemm_ops(variant, tile) != nullptr,
+          "cuda-wgmma: no {}-token kernel for {} codes with {} activations in this build", tile,
+          name(variant.code), name(act));
 }
 
 KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act) {
   KernelWeight k;
-  k.variant = Variant{w.scheme.bits, act};
+  k.variant = Variant{code_of(w.scheme), act};
   k.E = w.E;
   k.N = w.N;
   k.K = w.K;
@@ -152,7 +177,7 @@ KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeig
   k.codes = to_device(h.codes);
   k.scales = to_device(h.scales);
   k.zero_terms = to_device(h.zero_terms);
-  {
+  if (k.variant.code == Code::int4) {
     DeviceBuffer scratch(size_t(w.N * w.K));
     QMOE_CUDA_CHECK(ops->shuffle_codes(k, scratch.data(), nullptr));
   }

@@ -21,7 +21,8 @@
 namespace qmoe::cuda_wgmma {
 
 struct HostKernelWeight {
-  std::vector<uint8_t> codes;     // [E, N, K*bits/8] signed codes, K-major (not yet shuffled)
+  // [E, N, K*bits/8] signed codes, K-major (not yet shuffled); MXFP4: e4m3 [E, N, K]
+  std::vector<uint8_t> codes;
   std::vector<uint16_t> scales;   // [E, K/G, N] bits of the activation dtype
   std::vector<float> zero_terms;  // [E, K/G, N] (2^(bits-1) - zero) * scale16; empty if symmetric
   int group_size = 0;
@@ -39,7 +40,8 @@ std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string
 std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation activation);
 
 // Throws qmoe::Error (naming `what`) for what the kernel cannot hold (the descriptor rejects such
-// layers first): MXFP4, act-order groups of unequal size or K-split act-order shards, activation
+// layers first): W4A4, MXFP4 windows that cannot share a scale (mxfp4_recode.hpp), act-order
+// groups of unequal size or K-split act-order shards, activation
 // dtypes other than bf16/f16. rows: i32 [E, N], the canonical row behind each kernel row (empty:
 // row n is row n); codes, scales and zero terms follow them. Act-order columns follow
 // kernel_channels(w).
