@@ -125,11 +125,12 @@ mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:
 mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments'
 # cuda-wgmma: int4 and int8, zero points (two group chunks, the last partial), bias, f16, experts
 # without rows, N not whole tiles, whole tiles plus a remainder tile, act-order (rows gathered
-# through the channel order).
+# through the channel order), MXFP4 re-coded as e4m3 (bf16 and f16).
 wgmma='Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/int4_g64_m300_e8_top2_n_not_whole_tiles'
 for name in int4_g128_asym_m7_e256_top8 int8_g64_asym_m300_e60_top6_bias \
   int4_g64_asym_m600_e2_top1_groups_33_36 int4_g64_swigluoai_bias_m64_e8_top2 \
-  int4_g64_actorder_asym_swigluoai_bias_m64_e8_top2; do
+  int4_g64_actorder_asym_swigluoai_bias_m64_e8_top2 mxfp4_swigluoai_m7_e128_top4 \
+  mxfp4_swigluoai_bias_m300_e8_top2_n_not_whole_tiles_f16; do
   wgmma+=":Matrix/CudaWgmmaMatchesReference.WithinDtypeBound/$name"
 done
 for tool in $([ "${SANITIZE:-1}" = 0 ] || echo memcheck racecheck); do

@@ -14,7 +14,8 @@
 // input) over M in {1, 7, 64, 300, 600, 1024, 4096, 8192}, with N not a multiple of the 128-row
 // tile, experts that get no rows, and experts whose rows end in a remainder (the smaller tiles);
 // act-order (int4/int8, with and without zero points, on both weights or on one of them, gated
-// halves, swigluoai's interleaved rows and a single activation).
+// halves, swigluoai's interleaved rows and a single activation); MXFP4 (bf16/f16, with and without
+// bias, swigluoai and silu, gpt-oss's shape, block scales up to 2^14 apart in a window).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "cuda_wgmma/sm90.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
+#include "qmoe/oracle.hpp"
 #include "support/expect_error.hpp"
 #include "support/moe_case.hpp"
 
@@ -68,6 +70,7 @@ TEST_P(CudaWgmmaMatchesReference, WithinDtypeBound) {
 }
 
 constexpr DType bf16 = DType::bf16, f16 = DType::f16;
+const QuantScheme kMxfp4{.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32};
 
 const Scenario kScenarios[] = {
     Scenario{"int4_g128_m1_e8_top2",
@@ -272,6 +275,57 @@ const Scenario kScenarios[] = {
               .top_k = 8,
               .scheme = scheme(4, 128, true),
               .act_dtype = bf16}},
+    // MXFP4, re-coded as e4m3 at one scale per 64-channel window (mxfp4_recode.hpp): gpt-oss's
+    // shape (H = I = 2880, 45 K tiles) with swigluoai and biases, then odd tiles, f16, a batch
+    // where most experts get no rows, and 8192 tokens
+    Scenario{"mxfp4_swigluoai_bias_m32_e4_top2_gpt_oss_shape",
+             {.E = 4,
+              .H = 2880,
+              .I = 2880,
+              .M = 32,
+              .top_k = 2,
+              .scheme = kMxfp4,
+              .activation = Activation::swigluoai,
+              .bias = true,
+              .act_dtype = bf16}},
+    Scenario{"mxfp4_swigluoai_bias_m300_e8_top2_n_not_whole_tiles_f16",
+             {.E = 8,
+              .H = 192,
+              .I = 320,
+              .M = 300,
+              .top_k = 2,
+              .scheme = kMxfp4,
+              .activation = Activation::swigluoai,
+              .bias = true,
+              .act_dtype = f16}},
+    Scenario{"mxfp4_swigluoai_m7_e128_top4",
+             {.E = 128,
+              .H = 128,
+              .I = 128,
+              .M = 7,
+              .top_k = 4,
+              .scheme = kMxfp4,
+              .activation = Activation::swigluoai,
+              .act_dtype = bf16}},
+    Scenario{"mxfp4_silu_bias_m1024_e32_top4_f16",
+             {.E = 32,
+              .H = 256,
+              .I = 192,
+              .M = 1024,
+              .top_k = 4,
+              .scheme = kMxfp4,
+              .bias = true,
+              .act_dtype = f16}},
+    Scenario{"mxfp4_swigluoai_bias_m8192_e8_top2",
+             {.E = 8,
+              .H = 256,
+              .I = 256,
+              .M = 8192,
+              .top_k = 2,
+              .scheme = kMxfp4,
+              .activation = Activation::swigluoai,
+              .bias = true,
+              .act_dtype = bf16}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Matrix, CudaWgmmaMatchesReference, testing::ValuesIn(kScenarios),
@@ -326,6 +380,33 @@ INSTANTIATE_TEST_SUITE_P(Matrix, CudaWgmmaMixedSchemes, testing::ValuesIn(kMixed
                          [](const testing::TestParamInfo<MixedScenario>& p) {
                            return std::string(p.param.name);
                          });
+
+// MXFP4 block scales up to 2^14 apart inside a 64-channel window (the most the e4m3 re-coding
+// holds exactly): each block's exponent moved by a uniform offset in [-7, 7].
+TEST_F(CudaWgmma, Mxfp4BlockScalesFourteenApartWithinDtypeBound) {
+  for (const DType dtype : {bf16, f16}) {
+    const int64_t E = 8, H = 256, I = 128, M = 300;
+    MoEConfig config;
+    config.num_experts = E;
+    config.hidden = H;
+    config.intermediate = I;
+    config.routing.top_k = 2;
+    config.activation = Activation::swigluoai;
+    config.w13_bias = config.w2_bias = true;
+    std::mt19937_64 rng(6);
+    std::uniform_int_distribution<int> offset(-7, 7);
+    auto spread = [&](QuantizedWeight w) {
+      for (uint8_t& s : w.scales.span<uint8_t>()) s = uint8_t(s + offset(rng));
+      return w;
+    };
+    QuantizedWeight w13 = spread(test::random_weight(E, config.w13_rows(), H, kMxfp4, true, rng));
+    QuantizedWeight w2 = spread(test::random_weight(E, H, I, kMxfp4, true, rng));
+    test::MoECase c =
+        test::make_case(config, QuantizedExperts(std::move(w13), std::move(w2)), M, dtype, rng);
+    ASSERT_GE(describe(*c.experts, c.config).mxfp4_window_spread, 12);
+    expect_within_bound(c, dtype);
+  }
+}
 
 TEST_F(CudaWgmma, RouterLogitsForwardMatchesRoutedForward) {
   const CaseSpec spec{.E = 8,

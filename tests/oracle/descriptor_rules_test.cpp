@@ -68,6 +68,11 @@ uneven_act_order() {  // some expert's g_idx puts other than group-size channels
   l.act_order_uneven_groups = true;
   return l;
 }
+LayerDesc mxfp4_spread(int spread) {  // block scales 2^spread apart in some 64-channel window
+  LayerDesc l = with_scheme(base_layer(), test::mxfp4_scheme());
+  l.mxfp4_window_spread = spread;
+  return l;
+}
 LayerDesc shape(int64_t H, int64_t I) {
   LayerDesc l = base_layer();
   l.hidden = H;
@@ -170,6 +175,12 @@ INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
     Rule{"act_order_uneven_groups", cuda_wgmma_rules, "h100", uneven_act_order, "act-order groups of unequal size"},
     Rule{"act_order_split_k", cuda_wgmma_rules, "h100", split_act_order, "act-order shard split on K"},
     Rule{"bias", cuda_wgmma_rules, "h100", biased, kPass},
+    Rule{"mxfp4", cuda_wgmma_rules, "h200", [] { return scheme(test::mxfp4_scheme()); }, kPass},
+    Rule{"mxfp4_gpt_oss_shape", cuda_wgmma_rules, "h200", [] { return with_scheme(shape(2880, 2880), test::mxfp4_scheme()); }, kPass},
+    Rule{"mxfp4_spread_at_limit", cuda_wgmma_rules, "h200", [] { return mxfp4_spread(14); }, kPass},
+    Rule{"mxfp4_spread_beyond_limit", cuda_wgmma_rules, "h200", [] { return mxfp4_spread(15); }, "differ by a factor 2^15; the kernel re-codes each window at one scale, exactly up to 2^14"},
+    Rule{"w4a4", cuda_wgmma_rules, "h200", [] { QuantScheme s = test::mxfp4_scheme(); s.activation_quant = ActivationQuant::mxfp4; return scheme(s); }, "MXFP4 activations (W4A4) are emulated only"},
+    Rule{"mxfp4_spread_is_cuda_wgmma_only", cuda_mma_rules, "h200", [] { return mxfp4_spread(40); }, kPass},
     Rule{"router_weight_on_input", cuda_wgmma_rules, "h100", router_on_input, kPass},
     Rule{"f32", cuda_wgmma_rules, "h100", [] { return dtype(DType::f32); }, "f32 activations"},
     Rule{"w13_rows_off_tile", cuda_wgmma_rules, "h100", [] { return with_scheme(shape(2048, 804), int_scheme(4, kChannelwise)); }, "w13 is [N=1608, K=2048]: N must be a multiple of 16"},

@@ -184,6 +184,39 @@ TEST(Selection, ActOrderPlansCudaWgmmaOnlyWithEqualGroups) {
       << verdict_of(s, "cuda-wgmma").reason;
 }
 
+// MXFP4 from the weights: random gpt-oss-like experts get the two-kernel plan on an H100; one
+// w2 row whose two 32-blocks of a 64-channel window are 2^15 apart (more than cuda-wgmma's e4m3
+// re-coding holds exactly) keeps cuda-mma alone, and cuda-wgmma's verdict says why.
+TEST(Selection, Mxfp4PlansCudaWgmmaOnlyWhileWindowsShareAScaleExactly) {
+  const DeviceDesc h100 = parse_device("h100");
+  const auto order = descriptors_for(DeviceKind::cuda);
+  sample::MoECase c = sample::make_case({.E = 4,
+                                         .H = 256,
+                                         .I = 128,
+                                         .M = 1,
+                                         .top_k = 2,
+                                         .scheme = test::mxfp4_scheme(),
+                                         .activation = Activation::swigluoai,
+                                         .bias = true,
+                                         .act_dtype = DType::bf16});
+  c.config.activation_dtype = DType::bf16;
+  const Selection even =
+      select_among(order, describe(*c.experts, c.config), h100, "auto", everything_built);
+  ASSERT_EQ(even.plan.size(), 2u);
+  EXPECT_EQ(even.plan[1].backend, "cuda-wgmma");
+
+  QuantizedWeight w2 = c.experts->w2().clone();
+  uint8_t* scales = w2.scales.data_as<uint8_t>() + 5 * (w2.K / 32);  // row 5 of expert 0
+  scales[0] = uint8_t(scales[1] + 15);
+  const QuantizedExperts spread(c.experts->w13().clone(), std::move(w2));
+  const Selection s =
+      select_among(order, describe(spread, c.config), h100, "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  EXPECT_TRUE(s.plan.empty());
+  EXPECT_NE(verdict_of(s, "cuda-wgmma").reason.find("differ by a factor 2^15"), std::string::npos)
+      << verdict_of(s, "cuda-wgmma").reason;
+}
+
 TEST(Selection, LowerPriorityCompatibleBackendsSaySo) {
   const Selection s = Pair().select(base_layer());
   EXPECT_EQ(s.backend, "first");

@@ -2,7 +2,7 @@
 // grouped GEMM (wgmma, TMA, warp specialisation). wgmma is an sm_90a instruction, so compute
 // capability 9.0 exactly. The mainloop reads one scale (and zero) per 64-wide K tile, so groups
 // are channelwise or whole K tiles, and K is whole tiles; MXFP4's 32-blocks are re-coded as fp8
-// at one scale per tile, exact while the two blocks' scales are at most 2^13 apart
+// at one scale per tile, exact while the two blocks' scales are at most 2^14 apart
 // (mxfp4_recode.hpp); TMA needs 16-byte rows (N a multiple of
 // 8) and the shuffled 4-bit order tiles N by 16. Act-order sorts each expert's K by group
 // (kernel_weight.hpp): GEMM1's rows are gathered in that order and w13's rows are permuted so that

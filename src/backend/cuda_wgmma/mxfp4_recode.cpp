@@ -1,6 +1,7 @@
 #include "backend/cuda_wgmma/mxfp4_recode.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "core/check.hpp"
@@ -45,10 +46,39 @@ int e4m3_exactly(double v) {
   return sign | int(steps);
 }
 
+namespace {
+
+// e4m3 bytes of e2m1(c) * 2^shift for every code c and every shift a window can ask for (from
+// kTopShift down past what e4m3 holds: -1 where it does not hold it exactly). Re-coding a
+// layer looks each code up here instead of working it out: billions of weights per model.
+class CodeTable {
+ public:
+  static constexpr int kLowest = -40;
+
+  CodeTable() {
+    for (int shift = kLowest; shift <= kTopShift; ++shift)
+      for (int c = 0; c < 16; ++c)
+        bytes_[size_t(shift - kLowest)][size_t(c)] =
+            int16_t((c & 7) == 0 ? 0 : e4m3_exactly(std::ldexp(double(e2m1_to_float(c)), shift)));
+  }
+  // nullptr when some code's byte is not exact at `shift`.
+  const int16_t* row(int shift) const {
+    if (shift < kLowest) return nullptr;
+    const auto& r = bytes_[size_t(shift - kLowest)];
+    return std::ranges::any_of(r, [](int16_t b) { return b < 0; }) ? nullptr : r.data();
+  }
+
+ private:
+  std::array<std::array<int16_t, 16>, kTopShift - kLowest + 1> bytes_{};
+};
+
+}  // namespace
+
 void recode_mxfp4(const QuantizedWeight& w, DType act, const std::string& what,
                   std::span<const int32_t> rows, HostKernelWeight& h) {
   check(w.K % kTileK == 0, "cuda-wgmma: mxfp4 {} has K = {}; the kernel needs a multiple of {}",
         what, w.K, kTileK);
+  static const CodeTable table;
   const int64_t blocks = w.K / kMxBlock, windows = w.K / kTileK;
   const uint8_t* codes = w.codes.data_as<uint8_t>();
   const uint8_t* scales = w.scales.data_as<uint8_t>();
@@ -66,30 +96,34 @@ void recode_mxfp4(const QuantizedWeight& w, DType act, const std::string& what,
         const int64_t first = win * kWindowBlocks;
         int top = -1;  // E_max over the window's blocks holding a nonzero code
         for (int64_t b = first; b < first + kWindowBlocks; ++b)
-          for (int64_t k = b * kMxBlock; k < (b + 1) * kMxBlock; ++k)
-            if (((row_codes[k / 2] >> (4 * (k % 2))) & 7) != 0)
-              top = std::max<int>(top, row_scales[b]);
+          for (int64_t byte = b * kMxBlock / 2; byte < (b + 1) * kMxBlock / 2; ++byte)
+            if ((row_codes[byte] & 0x77) != 0) top = std::max<int>(top, row_scales[b]);
         if (top < 0) top = 127;  // all zeros: any scale
         const int shift = std::min(kTopShift, top - 127 - smallest_exponent(act));
         const int scale_exponent = top - 127 - shift;
-        check(scale_exponent <= (act == DType::bf16 ? 127 : 15),
+        // The window's largest weight, 6 * 2^(top - 127) = 1.5 * 2^(top - 125), must be finite.
+        check(top - 125 <= (act == DType::bf16 ? 127 : 15),
               "cuda-wgmma: mxfp4 {} expert {} row {} channels {}..{}: weights up to 6 * 2^{} do "
               "not fit {} activations",
               what, e, n, win * kTileK, (win + 1) * kTileK - 1, top - 127, name(act));
         h.scales[size_t((e * windows + win) * w.N + n)] = bits_of_power_of_two(scale_exponent, act);
-        for (int64_t k = win * kTileK; k < (win + 1) * kTileK; ++k) {
-          const int code = (row_codes[k / 2] >> (4 * (k % 2))) & 0xF;
-          const int block_exponent = row_scales[k / kMxBlock];
-          const double value =
-              std::ldexp(double(e2m1_to_float(code)), block_exponent - 127 - scale_exponent);
-          const int byte = (code & 7) == 0 ? 0 : e4m3_exactly(value);
-          check(byte >= 0,
-                "cuda-wgmma: mxfp4 {} expert {} row {} channels {}..{}: block scales 2^{} and 2^{} "
-                "are too far apart to share one scale exactly (at most 2^{} apart; the oracle "
-                "refuses such layers)",
-                what, e, n, win * kTileK, (win + 1) * kTileK - 1, top - 127, block_exponent - 127,
-                shift + 7);
-          out[k] = uint8_t(byte);
+        for (int64_t b = first; b < first + kWindowBlocks; ++b) {
+          const uint8_t* block_codes = row_codes + b * kMxBlock / 2;
+          if (std::all_of(block_codes, block_codes + kMxBlock / 2,
+                          [](uint8_t byte) { return (byte & 0x77) == 0; }))
+            continue;  // zeros: already 0
+          const int16_t* bytes = table.row(row_scales[b] - 127 - scale_exponent);
+          check(bytes != nullptr,
+                "cuda-wgmma: mxfp4 {} expert {} row {} channels {}..{}: block scales 2^{} and "
+                "2^{} are too far apart to share one scale exactly (at most 2^{} apart; the "
+                "oracle refuses such layers)",
+                what, e, n, win * kTileK, (win + 1) * kTileK - 1, top - 127, row_scales[b] - 127,
+                shift + kMxfp4WindowSpreadLimit - kTopShift);
+          uint8_t* block_out = out + b * kMxBlock;
+          for (int i = 0; i < kMxBlock / 2; ++i) {  // low nibble: the even channel
+            block_out[2 * i] = uint8_t(bytes[block_codes[i] & 0xF]);
+            block_out[2 * i + 1] = uint8_t(bytes[block_codes[i] >> 4]);
+          }
         }
       }
     }

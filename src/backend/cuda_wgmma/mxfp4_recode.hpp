@@ -9,12 +9,13 @@
 //           \_______ e4m3 code ____________/    \___ window scale ___/
 //
 // E_max is the largest exponent of the window's nonzero blocks, s = 6 puts its largest magnitude
-// (6) at 384 <= 448, e4m3's largest. e2m1 magnitudes are 1 or 1.5 times 2^-1..2^2; e4m3 holds
-// 1.5 * 2^x exactly down to x = -8 (3 * 2^-9, a subnormal), so a block d = E_max - E_b below the
-// window's largest is exact while -1 + s - d >= -8: d <= 13 (kMxfp4WindowSpreadLimit). The
+// (6) at 384 <= 448, e4m3's largest. e2m1's nonzero magnitudes are 2^-1, 2^0..2^2 and 1.5 * 2^0..
+// 2^2; e4m3 holds 2^x down to x = -9 and 1.5 * 2^x down to x = -8 (its subnormals are k * 2^-9),
+// so a block d = E_max - E_b below the window's largest is exact while -1 + s - d >= -9 and
+// s - d >= -8: d <= 14 (kMxfp4WindowSpreadLimit). The
 // window scale is a power of two: exact in bf16 always, and in f16 when it is at least 2^-24 (the
 // smallest subnormal); for smaller windows s shrinks to keep it so (exactness then needs
-// d <= s + 7), and the error names the window when that fails.
+// d <= s + 8), and the error names the window when that fails.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -23,7 +24,7 @@
 
 namespace qmoe::cuda_wgmma {
 
-inline constexpr int kMxfp4WindowSpreadLimit = 13;
+inline constexpr int kMxfp4WindowSpreadLimit = 14;
 
 // The e4m3 byte of v when e4m3 holds v exactly (finite, |v| <= 448, on its grid); -1 otherwise.
 int e4m3_exactly(double v);
