@@ -69,10 +69,12 @@ struct MoEConfig {
   // dtype of hidden/out. When set, the oracle checks it as the MoE is built and every forward
   // must use it; unset, each forward checks its dtype against the chosen backend's.
   std::optional<DType> activation_dtype;
-  // "auto" on a device with a large-batch backend (cuda-wgmma on sm_90) prepares it too and runs
+  // "auto" on a device with a large-batch backend (cuda-wgmma on sm_90) can prepare it too and run
   // batches from its crossover on with it (Selection::plan): a second copy of the weights in its
-  // layout. false keeps one backend and one copy.
-  bool large_batch_backend = true;
+  // layout. Unset: only when that copy is at most kLargeBatchCopyRatio times the first one's
+  // bytes (int4 and int8; MXFP4's cuda-wgmma copy, 8 bits per weight against 4.5, is opt-in: two
+  // copies of gpt-oss-120b do not fit a 141 GB GPU). true: always; false: never (one copy).
+  std::optional<bool> large_batch_backend;
   // The format this layer's forwards must be able to take: "auto" then picks a backend that
   // takes it, and a named backend that does not is an Error. Every backend takes standard.
   ActivationFormat activation_format = ActivationFormat::standard;
@@ -80,6 +82,9 @@ struct MoEConfig {
   int top_k() const { return routing.top_k; }
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }
 };
+
+// MoEConfig::large_batch_backend unset: the largest second copy, over the first, prepared unasked.
+inline constexpr double kLargeBatchCopyRatio = 1.25;
 
 // Largest expert count and hidden / intermediate width validate() accepts.
 inline constexpr int64_t kMaxExperts = int64_t{1} << 16;

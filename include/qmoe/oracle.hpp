@@ -76,7 +76,7 @@ struct PlanStep {
   std::string why;
   // A large-batch step's own copy of the layer's weights, in bytes (from the shapes, before
   // anything is prepared); 0 for the first step, whose copy the layer needs anyway.
-  // MoEConfig::large_batch_backend = false keeps only the first.
+  // MoEConfig::large_batch_backend decides whether the MoE prepares it (config.hpp).
   int64_t weight_bytes = 0;
 };
 

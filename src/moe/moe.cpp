@@ -64,6 +64,12 @@ Selection choose(const std::string& backend, const QuantizedExperts& experts,
   return select(describe(experts, config), query_device(device), backend);
 }
 
+bool wants_second_copy(const MoEConfig& config, const Selection& s) {
+  if (config.large_batch_backend) return *config.large_batch_backend;
+  return s.weight_bytes == 0 ||
+         double(s.plan[1].weight_bytes) <= kLargeBatchCopyRatio * double(s.weight_bytes);
+}
+
 const Backend* resolve(const std::string& name) {
   const Backend* b = find_backend(name);
   if (!b) {
@@ -99,7 +105,7 @@ void MoE::select_backend(const QuantizedExperts& experts, const std::string& bac
 }
 
 void MoE::prepare_large_batch_backend(const QuantizedExperts& experts) {
-  if (selection_.plan.size() != 2 || !config_.large_batch_backend) {
+  if (selection_.plan.size() != 2 || !wants_second_copy(config_, selection_)) {
     selection_.plan.clear();
     return;
   }

@@ -104,6 +104,33 @@ TEST_F(TwoKernelPlan, OneBackendWhenAskedForOneCopy) {
   EXPECT_EQ(moe.backend_for(100000, DType::bf16), "cuda-mma");
 }
 
+// MXFP4's cuda-wgmma copy (8 bits per weight) is more than 1.25x cuda-mma's (4.5): the MoE keeps
+// one copy unless asked for the second, and then both sides of the crossover match the reference.
+TEST_F(TwoKernelPlan, Mxfp4SecondCopyOnlyWhenAsked) {
+  const test::CaseSpec spec{.E = 8,
+                            .H = 256,
+                            .I = 128,
+                            .M = 1,
+                            .top_k = 2,
+                            .scheme = {.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32},
+                            .activation = Activation::swigluoai,
+                            .bias = true,
+                            .act_dtype = DType::bf16};
+  test::MoECase c = test::make_case(spec);
+  c.config.activation_dtype = DType::bf16;
+  EXPECT_TRUE(MoE(c.config, *c.experts, "auto", kGpu).selection().plan.empty());
+  c.config.large_batch_backend = true;
+  const MoE both(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(both.selection().plan.size(), 2u);
+  const int64_t from = both.selection().plan[1].from_tokens;
+  EXPECT_EQ(both.backend_for(from, DType::bf16), "cuda-wgmma");
+  for (int64_t M : {int64_t{1}, from}) {
+    test::CaseSpec at = spec;
+    at.M = M;
+    EXPECT_LT(forward_error(both, at), 1e-2) << M;
+  }
+}
+
 // cuda-wgmma does not take the batched-experts format: the plan's cuda-mma runs forward_batched,
 // whatever its rows; a MoE of cuda-wgmma alone refuses it naming the backends that take it; a
 // config asking for the format gets no plan.

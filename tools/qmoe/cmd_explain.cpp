@@ -189,11 +189,17 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
                  format_bytes(e.selection.padding_bytes));
     for (const PlanStep& step : e.selection.plan) {
       fmt::print("  plan: {:<{}}  {}\n", step.backend, width, step.why);
-      if (step.weight_bytes > 0)
+      if (step.weight_bytes == 0) continue;
+      if (double(step.weight_bytes) <= kLargeBatchCopyRatio * double(e.selection.weight_bytes))
         fmt::print(
             "        {:<{}}  keeps its own copy of the weights: {} "
             "(MoEConfig::large_batch_backend = false keeps one copy)\n",
             "", width, format_bytes(step.weight_bytes));
+      else
+        fmt::print(
+            "        {:<{}}  only when asked: its own copy of the weights, {}, is more than {}x "
+            "the first (MoEConfig::large_batch_backend = true prepares it)\n",
+            "", width, format_bytes(step.weight_bytes), kLargeBatchCopyRatio);
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
     for (size_t rank = 0; rank < e.ranks.size(); ++rank) {
