@@ -382,7 +382,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, CudaWgmmaMixedSchemes, testing::ValuesIn(kMixed
                          });
 
 // MXFP4 block scales up to 2^14 apart inside a 64-channel window (the most the e4m3 re-coding
-// holds exactly): each block's exponent moved by a uniform offset in [-7, 7].
+// holds exactly): each block's exponent drawn uniformly from 2^-14..2^0.
 TEST_F(CudaWgmma, Mxfp4BlockScalesFourteenApartWithinDtypeBound) {
   for (const DType dtype : {bf16, f16}) {
     const int64_t E = 8, H = 256, I = 128, M = 300;
@@ -394,9 +394,9 @@ TEST_F(CudaWgmma, Mxfp4BlockScalesFourteenApartWithinDtypeBound) {
     config.activation = Activation::swigluoai;
     config.w13_bias = config.w2_bias = true;
     std::mt19937_64 rng(6);
-    std::uniform_int_distribution<int> offset(-7, 7);
+    std::uniform_int_distribution<int> exponent(127 - 14, 127);
     auto spread = [&](QuantizedWeight w) {
-      for (uint8_t& s : w.scales.span<uint8_t>()) s = uint8_t(s + offset(rng));
+      for (uint8_t& s : w.scales.span<uint8_t>()) s = uint8_t(exponent(rng));
       return w;
     };
     QuantizedWeight w13 = spread(test::random_weight(E, config.w13_rows(), H, kMxfp4, true, rng));
