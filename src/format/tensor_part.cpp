@@ -78,6 +78,7 @@ void read_part(const TensorInfo& t, const TensorPart& part, std::span<std::byte>
         "tensor '{}': a part of {} bytes read into {} bytes", t.name, bytes, out.size());
   const int64_t elem = size_of(t.dtype);
   const int64_t run = part.col_range.count * elem, row_bytes = part.cols * elem;
+  if (run == 0) return;  // an empty tensor's bytes (and `out`) may be null: memcpy's UB
   std::byte* to = out.data();
   for (const Range& r : part.rows) {
     for (int64_t row = r.first; row < r.end(); ++row) {
