@@ -7,16 +7,11 @@
 
 namespace qmoe {
 
-namespace {
-
-// Bit 3 of an e2m1 nibble is the sign; -0 is a zero.
-bool holds_nonzero_code(const uint8_t* block_codes) {
+bool mxfp4_block_holds_nonzero(const uint8_t* block_codes) {
   for (int b = 0; b < kMxBlock / 2; ++b)
     if ((block_codes[b] & 0x77) != 0) return true;
   return false;
 }
-
-}  // namespace
 
 int mxfp4_window_spread(const QuantizedWeight& w, int64_t window) {
   if (w.scheme.kind != WeightKind::mxfp4) return 0;
@@ -41,7 +36,7 @@ int mxfp4_window_spread(const QuantizedWeight& w, int64_t window) {
       lo = 255;
       hi = -1;
       for (int64_t b = first; b < first + blocks_per_window; ++b) {
-        if (!holds_nonzero_code(row_codes + b * kMxBlock / 2)) continue;
+        if (!mxfp4_block_holds_nonzero(row_codes + b * kMxBlock / 2)) continue;
         lo = std::min<int>(lo, row_scales[b]);
         hi = std::max<int>(hi, row_scales[b]);
       }

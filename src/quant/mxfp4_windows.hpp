@@ -9,6 +9,10 @@
 
 namespace qmoe {
 
+// Whether the 32-block of e2m1 codes at `block_codes` (16 bytes, two codes each) holds a nonzero
+// code: bit 3 of a nibble is the sign, so -0 is a zero.
+bool mxfp4_block_holds_nonzero(const uint8_t* block_codes);
+
 // The largest difference between the e8m0 exponents of two blocks of one aligned window of
 // `window` channels (same expert and row) that both hold a nonzero code, over the whole weight;
 // 0 when no window has two such blocks. A block of zeros is left out: its scale does not change

@@ -11,7 +11,7 @@
 // numbers with the kernel.
 #include <algorithm>
 
-#include "backend/cuda_wgmma/mxfp4_recode.hpp"
+#include "backend/cuda_wgmma/mxfp4_window_limit.hpp"
 #include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
 

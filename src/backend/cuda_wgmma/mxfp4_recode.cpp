@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "qmoe/dtype.hpp"
 #include "quant/mxfp4.hpp"
+#include "quant/mxfp4_windows.hpp"
 
 namespace qmoe::cuda_wgmma {
 
@@ -96,8 +97,8 @@ void recode_mxfp4(const QuantizedWeight& w, DType act, const std::string& what,
         const int64_t first = win * kWindowBlocks;
         int top = -1;  // E_max over the window's blocks holding a nonzero code
         for (int64_t b = first; b < first + kWindowBlocks; ++b)
-          for (int64_t byte = b * kMxBlock / 2; byte < (b + 1) * kMxBlock / 2; ++byte)
-            if ((row_codes[byte] & 0x77) != 0) top = std::max<int>(top, row_scales[b]);
+          if (mxfp4_block_holds_nonzero(row_codes + b * kMxBlock / 2))
+            top = std::max<int>(top, row_scales[b]);
         if (top < 0) top = 127;  // all zeros: any scale
         const int shift = std::min(kTopShift, top - 127 - smallest_exponent(act));
         const int scale_exponent = top - 127 - shift;
@@ -109,9 +110,7 @@ void recode_mxfp4(const QuantizedWeight& w, DType act, const std::string& what,
         h.scales[size_t((e * windows + win) * w.N + n)] = bits_of_power_of_two(scale_exponent, act);
         for (int64_t b = first; b < first + kWindowBlocks; ++b) {
           const uint8_t* block_codes = row_codes + b * kMxBlock / 2;
-          if (std::all_of(block_codes, block_codes + kMxBlock / 2,
-                          [](uint8_t byte) { return (byte & 0x77) == 0; }))
-            continue;  // zeros: already 0
+          if (!mxfp4_block_holds_nonzero(block_codes)) continue;  // zeros: already 0
           const int16_t* bytes = table.row(row_scales[b] - 127 - scale_exponent);
           check(bytes != nullptr,
                 "cuda-wgmma: mxfp4 {} expert {} row {} channels {}..{}: block scales 2^{} and "

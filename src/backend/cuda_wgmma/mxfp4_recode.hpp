@@ -21,10 +21,9 @@
 #include <string>
 
 #include "backend/cuda_wgmma/kernel_weight.hpp"
+#include "backend/cuda_wgmma/mxfp4_window_limit.hpp"
 
 namespace qmoe::cuda_wgmma {
-
-inline constexpr int kMxfp4WindowSpreadLimit = 14;
 
 // The e4m3 byte of v when e4m3 holds v exactly (finite, |v| <= 448, on its grid); -1 otherwise.
 int e4m3_exactly(double v);
