@@ -80,10 +80,12 @@ class MoE {
                        void* stream = nullptr) const;
 
  private:
-  void select_backend(const QuantizedExperts& experts, const std::string& backend);
+  // Returns the layer's description, which the plan's crossover reads too (describing an MXFP4
+  // layer scans its scales, so it is done once).
+  LayerDesc select_backend(const QuantizedExperts& experts, const std::string& backend);
   // The plan's large-batch backend (Selection::plan), prepared too; clears the plan when the
   // config asks for one backend.
-  void prepare_large_batch_backend(const QuantizedExperts& experts);
+  void prepare_large_batch_backend(const QuantizedExperts& experts, const LayerDesc& layer);
   int64_t check_hidden_and_out(const TensorView& hidden, const TensorView& out) const;
   // hidden's dtype against the config's, or against what `backend` takes when it names none.
   void check_activation_dtype(DType dtype, const Backend& backend) const;

@@ -56,14 +56,6 @@ std::string backends_taking_batched() {
   return list;
 }
 
-// The oracle decides for "auto" and checks a named backend, on the device the MoE runs on
-// (queried, not assumed: the host CPU's real features, the real CUDA device). A named backend
-// that fails a check is an error naming the check, never a silent fallback.
-Selection choose(const std::string& backend, const QuantizedExperts& experts,
-                 const MoEConfig& config, Device device) {
-  return select(describe(experts, config), query_device(device), backend);
-}
-
 bool wants_second_copy(const MoEConfig& config, const Selection& s) {
   if (config.large_batch_backend) return *config.large_batch_backend;
   return s.weight_bytes == 0 ||
@@ -85,31 +77,36 @@ const Backend* resolve(const std::string& name) {
 MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& backend,
          Device device)
     : config_(std::move(config)), device_(device) {
-  select_backend(experts, backend);
-  prepare_large_batch_backend(experts);
+  const LayerDesc layer = select_backend(experts, backend);
+  prepare_large_batch_backend(experts, layer);
   prepared_ = backend_->prepare(experts, config_, device_);
 }
 
 MoE::MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backend, Device device)
     : config_(std::move(config)), device_(device) {
-  select_backend(experts, backend);
-  prepare_large_batch_backend(experts);  // before the canonical weights are handed over
+  const LayerDesc layer = select_backend(experts, backend);
+  prepare_large_batch_backend(experts, layer);  // before the canonical weights are handed over
   prepared_ = backend_->prepare_owned(std::move(experts), config_, device_);
 }
 
-void MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
+LayerDesc MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
   validate(config_);
   check_matches(config_, experts);
-  selection_ = choose(backend, experts, config_, device_);
+  LayerDesc layer = describe(experts, config_);
+  // The oracle decides for "auto" and checks a named backend, on the device the MoE runs on
+  // (queried, not assumed: the host CPU's real features, the real CUDA device). A named backend
+  // that fails a check is an error naming the check, never a silent fallback.
+  selection_ = select(layer, query_device(device_), backend);
   backend_ = resolve(selection_.backend);
+  return layer;
 }
 
-void MoE::prepare_large_batch_backend(const QuantizedExperts& experts) {
+void MoE::prepare_large_batch_backend(const QuantizedExperts& experts, const LayerDesc& layer) {
   if (selection_.plan.size() != 2 || !wants_second_copy(config_, selection_)) {
     selection_.plan.clear();
     return;
   }
-  apply_tuned_crossover(selection_, query_device(device_).name, describe(experts, config_));
+  apply_tuned_crossover(selection_, query_device(device_).name, layer);
   const PlanStep& large = selection_.plan[1];
   large_backend_ = resolve(large.backend);
   large_prepared_ = large_backend_->prepare(experts, config_, device_);
