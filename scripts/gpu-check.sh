@@ -108,7 +108,7 @@ reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # loops for tiles whose last fragments are empty), the last round split along K across CTAs, and
 # MXFP4 (e2m1 codes) on the 8-, 16- and pair-tile paths.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
-for name in int4_g128_m48_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
+for name in int4_g128_m36_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g128_asym_m1_e4_top4_long_k \
   int4_channelwise_m256_e8_top2_tile32_shared int4_channelwise_m144_e8_top2_tile48_shared \
   int4_g32_m256_e8_top2_tile32_shared_long_k int4_g32_m144_e8_top2_tile48_shared_long_k \

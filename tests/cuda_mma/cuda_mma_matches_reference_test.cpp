@@ -100,11 +100,11 @@ const Scenario kScenarios[] = {
               .top_k = 6,
               .scheme = scheme(4, 128),
               .act_dtype = f16}},
-    Scenario{"int4_g128_m48_e8_top2_tile16",
+    Scenario{"int4_g128_m36_e8_top2_tile16",
              {.E = 8,
               .H = 256,
               .I = 256,
-              .M = 48,
+              .M = 36,
               .top_k = 2,
               .scheme = scheme(4, 128),
               .act_dtype = bf16}},
@@ -412,7 +412,8 @@ const Scenario kScenarios[] = {
               .activation = relu2,
               .act_dtype = f16,
               .router_weight_on_input = true}},
-    // The same epilogue at 32 rows (20 rows per expert: too few to share) in GEMM2 (K 48 is
+    // The same epilogue at 32 rows (unshared: neither K is whole 64-channel chunks) in GEMM2 (K 48
+    // is
     // one chunk), and at 64 rows in both GEMMs with a single activation and the router
     // weight on the input; both with bias on N not whole strips (72, 40), whose rows past N
     // must not read it.

@@ -51,26 +51,6 @@ int fitting_tile_rows(int tile_rows, const PackedWeightView& w13, const PackedWe
   return kTileRows[0];
 }
 
-int choose_tile_rows(int64_t M, int top_k, int64_t E) {
-  // Up to ~64 rows per expert the forward is weight bytes: int4 tiles of 8 to 48 rows run two
-  // or three CTAs per SM (resident_ctas_target; 48 rows only with shared activations,
-  // fitting_tile_rows). Each tile dequantizes its expert's codes again, and
-  // at decode the dequantization, not DRAM, is the limit (bench/NOTES.md run 11), so at 32
-  // expected rows (Mixtral M = 128), where 32-row tiles gave nearly half the experts a second,
-  // mostly empty tile, 48-row tiles ran 16% faster (session 7 run 1). A 48-row tile costs
-  // ~1.2-1.4x a 32-row one, so it pays only while an expert rarely needs two of them (mean plus
-  // two standard deviations within 48 rows, up to 36 expected rows): at 64 (Qwen3 M = 1024) it
-  // ran 13% slower than 32-row tiles. 64-row tiles run one CTA per SM and were 24-31% slower at
-  // 32 rows per expert (session 6 runs 1-2).
-  const double rows_per_expert = double(M) * top_k / double(E);
-  if (rows_per_expert < 0.9 * 8) return 8;
-  if (rows_per_expert <= 16) return 16;
-  if (rows_per_expert <= 24) return 32;
-  if (rows_per_expert <= 36) return 48;
-  if (rows_per_expert <= 64) return 32;
-  return 64;
-}
-
 int tallest_tile_rows(int64_t M, int top_k, int64_t E) {
   int tallest = kTileRows[0];
   for (int64_t m = 1; m <= M; ++m) tallest = std::max(tallest, choose_tile_rows(m, top_k, E));
@@ -112,13 +92,15 @@ GemmPlan plan_gemm(const PackedWeightView& w, int tile_rows, int64_t M, int top_
   // carries each warp's copy of the activations, act_ratio bytes per code byte. Session 3 run
   // 3: at act_ratio 8 (32-row tiles) Mixtral M=128 took ~3.1x its issue-bound time, so L2
   // catches up with issue near a ratio of kL2Ratio. Sharing (one copy per CTA, possible when the
-  // CTA is one K slice) divides the ratio by the warps; it paid in every run at ratio 8 and
-  // moved between -17% and +5% at ratio 4 (runs 4-7), hence kShareRatio. Only whole-CTA slices
-  // share: with several K slices of unequal length compute-sanitizer racecheck reported hazards
-  // that no reading of the code explains, and a probe of the suspected tool behaviour (unequal
-  // named-barrier counts per warp) came out clean (bench/NOTES.md, session 4 run 1), so the
-  // unexplained case stays off.
-  constexpr double kL2Ratio = 2.5, kShareRatio = 6;
+  // CTA is one K slice) divides the ratio by the warps; it paid in every run at ratio 8, moved
+  // between -17% and +5% at ratio 4 (runs 4-7), and at ratio 4 on an H100 (32-row tiles at 16
+  // rows per expert) it took Mixtral from 570 to 324 us, Qwen3 from 274 to 193 and DeepSeek-V3
+  // from 3945 to 2541 (bench/NOTES.md, "Crossover cost model"), hence kShareRatio. Only whole-CTA
+  // slices share: with several K slices of unequal length compute-sanitizer racecheck reported
+  // hazards that no reading of the code explains, and a probe of the suspected tool behaviour
+  // (unequal named-barrier counts per warp) came out clean (bench/NOTES.md, session 4 run 1), so
+  // the unexplained case stays off.
+  constexpr double kL2Ratio = 2.5, kShareRatio = 2;
   constexpr double kCodeBytesPerChunk = kLanes * kChunkBytesPerLane;
   const double rows_per_tile = std::min(double(tile_rows), per_expert);
   const double act_ratio = rows_per_tile * chunk_k(w.element) * 2 / kCodeBytesPerChunk;

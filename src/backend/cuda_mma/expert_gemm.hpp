@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda_mma/layout.hpp"
+#include "backend/cuda_mma/tile_choice.hpp"
 #include "cuda/align.hpp"
 #include "qmoe/config.hpp"
 #include "qmoe/dtype.hpp"
@@ -72,9 +73,6 @@ inline constexpr int kMaxTailParts = 4;
 inline constexpr int64_t kMaxTailSlots = 512;
 inline constexpr int64_t kTailPartialBytes = 8 << 20;
 
-// Tokens per tile the kernel is compiled for: the mma's N (8) times 1, 2, 4, 6 or 8.
-inline constexpr int kTileRows[] = {8, 16, 32, 48, 64};
-
 // Tiles from this many rows up may share each K slice's activations among its warps
 // (GemmPlan::share_activations); smaller tiles' activations are at most 4x their code bytes.
 inline constexpr int kMinSharedTileRows = 32;
@@ -105,12 +103,6 @@ struct GemmPlan {
   int tail_parts = 1;
   int grid = 0;  // persistent CTAs
 };
-
-// Tokens per tile for M tokens routed top-k over E experts: 8 while that is rarely more than 90%
-// full (small batches pay for no empty tile rows), 16 up to 16 expected rows per expert, 48
-// from 24 to 36 (an expert then rarely needs a second tile), 32 otherwise up to 64, 64 beyond.
-// Not monotonic in M (see workspace_align_sizes).
-int choose_tile_rows(int64_t M, int top_k, int64_t E);
 
 // The tallest tile choose_tile_rows picks for any batch of 1 to M tokens.
 int tallest_tile_rows(int64_t M, int top_k, int64_t E);
