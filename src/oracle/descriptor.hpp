@@ -70,9 +70,13 @@ struct BackendDescriptor {
   int max_top_k = 0;                      // 0 = no limit
 
   // A large-batch partner: "auto" keeps the backend it chose and adds this one, when compatible,
-  // for batches of at least this many rows per expert (M * top_k / E); 0 = not a partner. The
-  // value is the crossover measured on the reference device; `qmoe tune` measures it for others.
-  int64_t large_batch_rows_per_expert = 0;
+  // for batches from the first size where this one's forward_us is below the chosen one's for
+  // good (modelled_crossover_tokens); `qmoe tune` measures the crossover on other devices.
+  bool large_batch_partner = false;
+  // A model of one forward's time, in microseconds on the device its constants were measured on,
+  // for `tokens` tokens of the layer, routed evenly; only ever compared with another backend's.
+  // Null: not modelled (such a backend gets no plan).
+  double (*forward_us)(const LayerDesc& layer, int64_t tokens) = nullptr;
   // The bytes of its prepared copy of a layer (Selection::weight_bytes; a partner's own copy is
   // PlanStep::weight_bytes). Null: not declared.
   PreparedBytes (*prepared_bytes)(const LayerDesc& layer) = nullptr;

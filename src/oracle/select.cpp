@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "oracle/build_check.hpp"
 #include "oracle/checks.hpp"
+#include "oracle/forward_cost.hpp"
 #include "oracle/priority.hpp"
 
 namespace qmoe {
@@ -70,10 +71,6 @@ std::string platform_name(DeviceKind k) { return k == DeviceKind::cpu ? "CPU" : 
 
 }  // namespace
 
-int64_t plan_crossover_tokens(int64_t rows_per_expert, int64_t num_experts, int top_k) {
-  return std::max<int64_t>(2, (rows_per_expert * num_experts + top_k - 1) / top_k);
-}
-
 Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, const LayerDesc& layer,
                          const DeviceDesc& device, std::string_view preference,
                          const BuildGap& build_gap) {
@@ -127,21 +124,24 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
     }
   }
   const Evaluated* partner = nullptr;
+  const Evaluated* slower_partner = nullptr;  // compatible, but never modelled faster
+  int64_t from = 0;
   if (automatic && chosen) {
     for (const Evaluated& e : all)
-      if (&e != chosen && !e.reason && e.backend->large_batch_rows_per_expert > 0) {
-        partner = &e;
+      if (&e != chosen && !e.reason && e.backend->large_batch_partner) {
+        from = modelled_crossover_tokens(*chosen->backend, *e.backend, layer);
+        (from > 0 ? partner : slower_partner) = &e;
         break;
       }
   }
   if (partner) {
-    const int64_t rows = partner->backend->large_batch_rows_per_expert;
-    const int64_t from = plan_crossover_tokens(rows, layer.num_experts, layer.top_k);
+    const double rows = double(from) * layer.top_k / double(layer.num_experts);
     s.plan.push_back({s.backend, 1, fmt::format("below {} tokens", from)});
-    s.plan.push_back({std::string(partner->backend->name), from,
-                      fmt::format("from {} tokens ({} rows per expert at top-{} of {} experts), "
-                                  "where it measured faster",
-                                  from, rows, layer.top_k, layer.num_experts)});
+    s.plan.push_back(
+        {std::string(partner->backend->name), from,
+         fmt::format("from {} tokens ({:.1f} rows per expert at top-{} of {} experts), where "
+                     "its cost model is faster",
+                     from, rows, layer.top_k, layer.num_experts)});
     if (partner->backend->prepared_bytes)
       s.plan.back().weight_bytes = partner->backend->prepared_bytes(layer).total;
   }
@@ -156,6 +156,11 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
     } else if (&e == partner) {
       v.reason = fmt::format("compatible: runs batches of {} tokens and more (the plan)",
                              s.plan.back().from_tokens);
+    } else if (&e == slower_partner) {
+      v.reason = fmt::format(
+          "compatible, but its cost model is not faster than '{}' at any batch size up to {} "
+          "rows per expert",
+          s.backend, kCrossoverScanRowsPerExpert);
     } else if (!e.reason) {
       v.reason = fmt::format("compatible, but '{}' comes first in the {} priority order", s.backend,
                              platform_name(device.kind));

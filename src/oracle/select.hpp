@@ -23,8 +23,4 @@ Selection select_among(const std::vector<const BackendDescriptor*>& order, const
                        const DeviceDesc& device, std::string_view preference,
                        const BuildGap& build_gap);
 
-// The token count from which a large-batch backend runs: rows per expert -> tokens (M*k/E >= rows),
-// at least 2 (a single token is always the small-batch backend's).
-int64_t plan_crossover_tokens(int64_t rows_per_expert, int64_t num_experts, int top_k);
-
 }  // namespace qmoe

@@ -58,10 +58,12 @@ double forward_error(const MoE& moe, const test::CaseSpec& spec) {
   return test::relative_error(test::download(out, spec.act_dtype, spec.M, spec.H), c.reference);
 }
 
+// Large enough that cuda-wgmma's cost model overtakes cuda-mma's (from ~1300 tokens): on layers of
+// a few hundred channels its fixed costs never pay, and "auto" plans no second backend.
 test::CaseSpec spec_at(int64_t M) {
   return {.E = 16,
-          .H = 256,
-          .I = 128,
+          .H = 1024,
+          .I = 512,
           .M = M,
           .top_k = 4,
           .scheme = scheme(4, 128),
@@ -107,11 +109,11 @@ TEST_F(TwoKernelPlan, OneBackendWhenAskedForOneCopy) {
 // MXFP4's cuda-wgmma copy (8 bits per weight) is more than 1.25x cuda-mma's (4.5): the MoE keeps
 // one copy unless asked for the second, and then both sides of the crossover match the reference.
 TEST_F(TwoKernelPlan, Mxfp4SecondCopyOnlyWhenAsked) {
-  const test::CaseSpec spec{.E = 8,
-                            .H = 256,
-                            .I = 128,
+  const test::CaseSpec spec{.E = 16,
+                            .H = 1024,
+                            .I = 512,
                             .M = 1,
-                            .top_k = 2,
+                            .top_k = 4,
                             .scheme = {.kind = WeightKind::mxfp4, .bits = 4, .group_size = 32},
                             .activation = Activation::swigluoai,
                             .bias = true,
@@ -135,8 +137,10 @@ TEST_F(TwoKernelPlan, Mxfp4SecondCopyOnlyWhenAsked) {
 // whatever its rows; a MoE of cuda-wgmma alone refuses it naming the backends that take it; a
 // config asking for the format gets no plan.
 TEST_F(TwoKernelPlan, ForwardBatchedRunsOnThePlansBackendThatTakesIt) {
-  test::BatchedCase c =
-      test::make_batched_case(test::batched_spec({test::kBatchedSchemes[0], 8, 64}, DType::bf16));
+  test::BatchedSpec spec = test::batched_spec({test::kBatchedSchemes[0], 8, 64}, DType::bf16);
+  spec.H = 1024;  // a layer where the cost models plan cuda-wgmma (from ~5000 tokens)
+  spec.I = 512;
+  test::BatchedCase c = test::make_batched_case(spec);
   const MoE planned(c.config, *c.experts, "auto", kGpu);
   ASSERT_EQ(planned.selection().plan.size(), 2u);
   OnDevice x(c.x), counts(c.counts), out(c.out);

@@ -10,6 +10,7 @@
 #include "backend/backend.hpp"
 #include "data/fixture_spec.hpp"
 #include "layers.hpp"
+#include "oracle/forward_cost.hpp"
 #include "qmoe/checkpoint.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/oracle.hpp"
@@ -164,35 +165,36 @@ TEST(ExplainFlags, TableNamesTheChosenAndEveryRejectedBackend) {
 }
 
 TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
-  const CliRun r = run_cli(
-      "explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100 --dtype bf16");
+  // A Qwen3-30B-A3B layer: large enough that cuda-wgmma's cost model wins from some batch on.
+  const std::string layer =
+      "explain --experts 128 --hidden 2048 --intermediate 768 --top-k 8 --device h100";
+  const CliRun r = run_cli(layer + " --dtype bf16");
   if (find_backend("cuda-wgmma")) {
     EXPECT_EQ(r.status, 0) << r.out;
-    // the descriptor's rows per expert at top-4 of 16 experts
-    const std::string from =
-        std::to_string(test::descriptor("cuda-wgmma").large_batch_rows_per_expert * 16 / 4);
+    const std::string from = std::to_string(modelled_crossover_tokens(
+        test::descriptor("cuda-mma"), test::descriptor("cuda-wgmma"), test::base_layer()));
     EXPECT_NE(r.out.find("plan: cuda-mma    below " + from + " tokens"), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("plan: cuda-wgmma  from " + from + " tokens"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("cuda-wgmma  planned   compatible: runs batches of " + from + " tokens"),
               std::string::npos)
         << r.out;
-    const nlohmann::json j =
-        run_json("explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100");
+    const nlohmann::json j = run_json(layer);
     EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], std::stoi(from));
-    // cuda-wgmma's own copy: w13 [16 x 256 x 256] int4 = 524288 B plus bf16 scales of 2 groups
-    // (16 x 2 x 256 x 2 = 16384 B); w2 [16 x 256 x 128] = 262144 B plus 1 group (8192 B)
-    EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 811008);
+    // cuda-wgmma's own copy: w13 [128 x 1536 x 2048] int4 = 201326592 B plus bf16 scales of 16
+    // groups (128 x 16 x 1536 x 2 = 6291456 B); w2 [128 x 2048 x 768] = 100663296 B plus 6 groups
+    // (128 x 6 x 2048 x 2 = 3145728 B)
+    EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 311427072);
     EXPECT_EQ(j["groups"][0]["plan"][0]["weight_bytes"], 0);
-    EXPECT_NE(r.out.find("keeps its own copy of the weights: 811 kB"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("keeps its own copy of the weights: 311 MB"), std::string::npos) << r.out;
     // zero points (f32 zero terms next to the scales), biases (f32) and act-order (w13's int32
-    // channel order): w13 524288 + 16 x 2 x 256 x 6 = 49152, w2 262144 + 16 x 1 x 256 x 6 = 24576,
-    // biases 16 x 256 x 4 twice = 32768, channel order 16 x 256 x 4 = 16384
-    const nlohmann::json full = run_json(
-        "explain --experts 16 --hidden 256 --intermediate 128 --top-k 4 --device h100 --zp "
-        "--bias --act-order");
-    EXPECT_EQ(full["groups"][0]["plan"][1]["weight_bytes"],
-              524288 + 49152 + 262144 + 24576 + 32768 + 16384);
+    // channel order): w13 201326592 + 128 x 16 x 1536 x 6 = 18874368, w2 100663296 + 128 x 6 x
+    // 2048 x 6 = 9437184, biases 128 x 1536 x 4 = 786432 and 128 x 2048 x 4 = 1048576, channel
+    // order 128 x 2048 x 4 = 1048576
+    const nlohmann::json with_all = run_json(layer + " --zp --bias --act-order");
+    ASSERT_EQ(with_all["groups"][0]["plan"].size(), 2u) << with_all.dump();
+    EXPECT_EQ(with_all["groups"][0]["plan"][1]["weight_bytes"],
+              201326592 + 18874368 + 100663296 + 9437184 + 786432 + 1048576 + 1048576);
   } else {
     EXPECT_EQ(r.out.find("plan:"), std::string::npos) << r.out;
   }

@@ -10,6 +10,7 @@
 #include "backend/backend.hpp"
 #include "layers.hpp"
 #include "oracle/descriptor.hpp"
+#include "oracle/forward_cost.hpp"
 #include "oracle/priority.hpp"
 #include "oracle/select.hpp"
 #include "sample/random_moe.hpp"
@@ -103,9 +104,10 @@ TEST(Selection, AutoOnSm90PlansCudaMmaThenWgmmaFromItsCrossover) {
   EXPECT_EQ(s.plan[0].backend, "cuda-mma");
   EXPECT_EQ(s.plan[0].from_tokens, 1);
   EXPECT_EQ(s.plan[1].backend, "cuda-wgmma");
-  // rows per expert M * k / E reach the descriptor's crossover
-  const int64_t rows = test::descriptor("cuda-wgmma").large_batch_rows_per_expert;
-  EXPECT_EQ(s.plan[1].from_tokens, (rows * l.num_experts + l.top_k - 1) / l.top_k);
+  // from where cuda-wgmma's cost model is faster than cuda-mma's for good
+  EXPECT_EQ(s.plan[1].from_tokens, modelled_crossover_tokens(test::descriptor("cuda-mma"),
+                                                             test::descriptor("cuda-wgmma"), l));
+  EXPECT_GT(s.plan[1].from_tokens, 1);
   EXPECT_NE(verdict_of(s, "cuda-wgmma").reason.find("(the plan)"), std::string::npos);
 }
 
@@ -121,6 +123,24 @@ TEST(Selection, NoPlanForANamedBackendOrALayerTheLargeBatchBackendCannotRun) {
   EXPECT_TRUE(s.plan.empty());
   EXPECT_TRUE(select_among(order, base_layer(), parse_device("a100"), "auto", everything_built)
                   .plan.empty());
+}
+
+// A layer of a few hundred channels: cuda-wgmma runs it, but its fixed costs never pay there, so
+// its cost model stays behind cuda-mma's at every size and "auto" plans it nowhere.
+TEST(Selection, NoPlanWhereTheLargeBatchModelNeverOvertakes) {
+  LayerDesc small = base_layer();
+  small.num_experts = 8;
+  small.hidden = 256;
+  small.intermediate = 128;
+  small.top_k = 2;
+  const Selection s = select_among(descriptors_for(DeviceKind::cuda), small, parse_device("h100"),
+                                   "auto", everything_built);
+  EXPECT_EQ(s.backend, "cuda-mma");
+  EXPECT_TRUE(s.plan.empty());
+  EXPECT_TRUE(verdict_of(s, "cuda-wgmma").compatible);
+  EXPECT_NE(verdict_of(s, "cuda-wgmma").reason.find("its cost model is not faster than 'cuda-mma'"),
+            std::string::npos)
+      << verdict_of(s, "cuda-wgmma").reason;
 }
 
 // A layer whose forwards take the batched-experts format: cuda-wgmma does not take it, so on an
@@ -150,10 +170,10 @@ TEST(Selection, BatchedExpertsFormatRejectsBackendsWithoutIt) {
   EXPECT_EQ(select_among(order, base_layer(), h100, "auto", everything_built).plan.size(), 2u);
 }
 
-// From the weights themselves: an act-order layer whose groups are all group-size long gets the
-// two-kernel plan on an H100; one expert's w2 with a channel moved between groups (describe
-// notices) keeps cuda-mma alone, and cuda-wgmma's verdict says why.
-TEST(Selection, ActOrderPlansCudaWgmmaOnlyWithEqualGroups) {
+// From the weights themselves: cuda-wgmma takes an act-order layer whose groups are all group-size
+// long on an H100; one expert's w2 with a channel moved between groups (describe notices) keeps
+// cuda-mma alone, and cuda-wgmma's verdict says why.
+TEST(Selection, ActOrderTakesCudaWgmmaOnlyWithEqualGroups) {
   const DeviceDesc h100 = parse_device("h100");
   const auto order = descriptors_for(DeviceKind::cuda);
   sample::MoECase c = sample::make_case({.E = 4,
@@ -167,8 +187,8 @@ TEST(Selection, ActOrderPlansCudaWgmmaOnlyWithEqualGroups) {
   const Selection even =
       select_among(order, describe(*c.experts, c.config), h100, "auto", everything_built);
   EXPECT_EQ(even.backend, "cuda-mma");
-  ASSERT_EQ(even.plan.size(), 2u);
-  EXPECT_EQ(even.plan[1].backend, "cuda-wgmma");
+  // compatible (a layer this small gets no plan: cuda-wgmma's cost model never overtakes)
+  EXPECT_TRUE(verdict_of(even, "cuda-wgmma").compatible) << verdict_of(even, "cuda-wgmma").reason;
 
   QuantizedWeight w2 = c.experts->w2().clone();
   int32_t* g_idx = w2.g_idx.data_as<int32_t>() + 3 * w2.K;
@@ -184,10 +204,10 @@ TEST(Selection, ActOrderPlansCudaWgmmaOnlyWithEqualGroups) {
       << verdict_of(s, "cuda-wgmma").reason;
 }
 
-// MXFP4 from the weights: random gpt-oss-like experts get the two-kernel plan on an H100; one
-// w2 row whose two 32-blocks of a 64-channel window are 2^15 apart (more than cuda-wgmma's e4m3
-// re-coding holds exactly) keeps cuda-mma alone, and cuda-wgmma's verdict says why.
-TEST(Selection, Mxfp4PlansCudaWgmmaOnlyWhileWindowsShareAScaleExactly) {
+// MXFP4 from the weights: cuda-wgmma takes random gpt-oss-like experts on an H100; one w2 row
+// whose two 32-blocks of a 64-channel window are 2^15 apart (more than cuda-wgmma's e4m3 re-coding
+// holds exactly) keeps cuda-mma alone, and cuda-wgmma's verdict says why.
+TEST(Selection, Mxfp4TakesCudaWgmmaOnlyWhileWindowsShareAScaleExactly) {
   const DeviceDesc h100 = parse_device("h100");
   const auto order = descriptors_for(DeviceKind::cuda);
   sample::MoECase c = sample::make_case({.E = 4,
@@ -202,8 +222,7 @@ TEST(Selection, Mxfp4PlansCudaWgmmaOnlyWhileWindowsShareAScaleExactly) {
   c.config.activation_dtype = DType::bf16;
   const Selection even =
       select_among(order, describe(*c.experts, c.config), h100, "auto", everything_built);
-  ASSERT_EQ(even.plan.size(), 2u);
-  EXPECT_EQ(even.plan[1].backend, "cuda-wgmma");
+  EXPECT_TRUE(verdict_of(even, "cuda-wgmma").compatible) << verdict_of(even, "cuda-wgmma").reason;
 
   QuantizedWeight w2 = c.experts->w2().clone();
   uint8_t* scales = w2.scales.data_as<uint8_t>() + 5 * (w2.K / 32);  // row 5 of expert 0

@@ -5,10 +5,14 @@
 // Act-order with a K-split shard works (groups come from g_idx). Owner: edit these numbers with the
 // kernel.
 #include <algorithm>
+#include <array>
+#include <utility>
 
+#include "backend/cuda_mma/tile_choice.hpp"
 #include "core/round_up.hpp"
 #include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
+#include "oracle/forward_cost.hpp"
 
 namespace qmoe {
 
@@ -44,6 +48,54 @@ PreparedBytes layer_bytes(const LayerDesc& l) {
   return {w13.total + w2.total, w13.padding + w2.padding};
 }
 
+// The forward's time (BackendDescriptor::forward_us). Each tile of T rows is one pass over its
+// expert's weights (codes streamed and dequantized again; T from choose_tile_rows), costing per
+// million weights a term for the weight element and one for the tile height (8-bit codes have
+// their own: their tall tiles run fewer CTAs per SM); around the GEMMs a fixed part (routing,
+// alignment, launches) and one per (token, slot) row and channel (gathers, activation, combine).
+// Weighted least-squares fit to 123 moe_bench rows on an H100 (int4 g128 with and without zero
+// points, int8 g128, MXFP4; Mixtral, Qwen3-30B-A3B, DeepSeek-V3, gpt-oss; 8 to 192 rows per
+// expert): median error 3%, worst 13% (bench/NOTES.md, "Crossover cost model"). Group sizes are
+// not a term: only groups of 64 and more (and channelwise) have a partner to cross over to, and
+// there the scales are at most 6% of the bytes.
+//
+// Microseconds per million weights of one pass: an 8-row tile's cost by element (zero points add
+// to the integer codes'), and what a taller tile adds to it.
+struct PassUs {
+  double int4, int8, zero_points, e2m1;
+};
+constexpr PassUs kPassUs{0.171124, 0.325277, 0.004608, 0.271163};
+using TileUs = std::array<std::pair<int, double>, 5>;
+constexpr TileUs kTileUs = {
+    {{8, 0.0}, {16, 0.05404}, {32, 0.042021}, {48, 0.102374}, {64, 0.242141}}};
+constexpr TileUs kInt8TileUs = {
+    {{8, 0.0}, {16, 0.025814}, {32, 0.20409}, {48, 0.297729}, {64, 0.307793}}};
+constexpr double kFixedUs = 32.07;
+constexpr double kRowChannelUs = 5.081;  // per million (row, channel) of H + I
+
+double pass_us_per_mweight(const QuantScheme& s, int tile_rows) {
+  const bool int8 = s.kind == WeightKind::integer && s.bits == 8;
+  double tile_us = 0;
+  for (const auto& [rows, us] : int8 ? kInt8TileUs : kTileUs)
+    if (rows == tile_rows) tile_us = us;
+  if (s.kind == WeightKind::mxfp4) return kPassUs.e2m1 + tile_us;
+  return (int8 ? kPassUs.int8 : kPassUs.int4) + (s.has_zero_points() ? kPassUs.zero_points : 0) +
+         tile_us;
+}
+
+double forward_us(const LayerDesc& l, int64_t tokens) {
+  const int tile = cuda_mma::choose_tile_rows(tokens, l.top_k, l.num_experts);
+  const double tiles =
+      expected_sum_over_experts(tokens * l.top_k, l.num_experts,
+                                [tile](int64_t rows) { return double((rows + tile - 1) / tile); });
+  const double w13 = double(l.w13_rows()) * double(l.hidden) / 1e6;
+  const double w2 = double(l.hidden) * double(l.intermediate) / 1e6;
+  const double pass =
+      w13 * pass_us_per_mweight(l.w13_scheme, tile) + w2 * pass_us_per_mweight(l.w2_scheme, tile);
+  const double row_channels = double(tokens * l.top_k) * double(l.hidden + l.intermediate) / 1e6;
+  return kFixedUs + tiles * pass + kRowChannelUs * row_channels;
+}
+
 }  // namespace
 
 const BackendDescriptor& cuda_mma_descriptor() {
@@ -71,6 +123,7 @@ const BackendDescriptor& cuda_mma_descriptor() {
     b.max_experts = std::min(kMaxRoutingExperts, kMaxAlignExperts);
     b.max_top_k = kMaxRoutingTopK;
     b.prepared_bytes = layer_bytes;
+    b.forward_us = forward_us;
     return b;
   }();
   return d;

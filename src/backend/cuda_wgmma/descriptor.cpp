@@ -12,8 +12,10 @@
 #include <algorithm>
 
 #include "backend/cuda_wgmma/mxfp4_window_limit.hpp"
+#include "backend/cuda_wgmma/token_tiles.hpp"
 #include "cuda/limits.hpp"
 #include "oracle/descriptor.hpp"
+#include "oracle/forward_cost.hpp"
 
 namespace qmoe {
 
@@ -36,6 +38,62 @@ PreparedBytes layer_bytes(const LayerDesc& l) {
               (l.w13_bias ? E * N1 * 4 : 0) + (l.w2_bias ? E * H * 4 : 0) +
               (l.w13_scheme.act_order ? E * H * 4 : 0),
           0};
+}
+
+// The forward's time (BackendDescriptor::forward_us). Each tile (token_tiles.hpp) is one pass over
+// its expert's weights, costing per million weights a term for the element the kernel reads and
+// one per token of the tile (the tile is multiplied whole, however few of its rows are real). A
+// weight with zero points adds its zero-term pass: per (row, group, output), per weight of all
+// experts (the zero terms are read) and a fixed part (group sums and zero terms are launches of
+// their own). Around the GEMMs a fixed part and one per (token, slot) row and channel. Weighted
+// least-squares fit to 110 moe_bench rows on an H100 (the sweep of cuda-mma's model): median
+// error 3%, worst 21% (bench/NOTES.md, "Crossover cost model").
+//
+// Microseconds per million weights of one pass by the element read, and per million weights per
+// token of a tile.
+struct PassUs {
+  double int4, int8, e4m3;
+};
+constexpr PassUs kPassUs{0.168322, 0.256452, 0.247605};
+constexpr double kTileTokenUs = 0.00177;
+struct ZeroTermUs {
+  double per_row_group_output;  // per million
+  double per_weight;            // per million weights of all experts
+  double fixed;
+};
+constexpr ZeroTermUs kZeroTermUs{0.150578, 0.021328, 24.563};
+constexpr double kFixedUs = 74.19;
+constexpr double kRowChannelUs = 3.669;  // per million (row, channel) of H + I
+
+double pass_us_per_mweight(const QuantScheme& s) {
+  if (s.kind == WeightKind::mxfp4) return kPassUs.e4m3;
+  return s.bits == 8 ? kPassUs.int8 : kPassUs.int4;
+}
+
+double zero_term_us(const QuantScheme& s, int64_t E, int64_t rows, int64_t N, int64_t K) {
+  if (!s.has_zero_points()) return 0;
+  return kZeroTermUs.per_row_group_output * double(rows) * double(s.groups_for(K)) * double(N) /
+             1e6 +
+         kZeroTermUs.per_weight * double(E) * double(N) * double(K) / 1e6 + kZeroTermUs.fixed;
+}
+
+double forward_us(const LayerDesc& l, int64_t tokens) {
+  const int64_t E = l.num_experts, pairs = tokens * l.top_k, H = l.hidden, I = l.intermediate,
+                N1 = l.w13_rows();
+  double tiles = 0, tile_tokens = 0;
+  for (int i = 0; i < cuda_wgmma::kLaunches; ++i) {
+    const double n = expected_sum_over_experts(
+        pairs, E, [i](int64_t rows) { return double(cuda_wgmma::expert_tiles(rows).count[i]); });
+    tiles += n;
+    tile_tokens += n * cuda_wgmma::kTileTokens[i];
+  }
+  const double w13 = double(N1) * double(H) / 1e6, w2 = double(H) * double(I) / 1e6;
+  const double passes =
+      tiles * (w13 * pass_us_per_mweight(l.w13_scheme) + w2 * pass_us_per_mweight(l.w2_scheme));
+  const double row_channels = double(pairs) * double(H + I) / 1e6;
+  return kFixedUs + passes + tile_tokens * (w13 + w2) * kTileTokenUs +
+         zero_term_us(l.w13_scheme, E, pairs, N1, H) + zero_term_us(l.w2_scheme, E, pairs, H, I) +
+         kRowChannelUs * row_channels;
 }
 
 }  // namespace
@@ -68,10 +126,9 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
     b.n_multiple = 16;
     b.k_multiple = 64;
     b.group_multiple_of_k_tile = true;
-    // Prefill partner of cuda-mma. Measured on the H200 (`qmoe tune`, int4 g128): cuda-wgmma is
-    // faster from 64 rows per expert on Mixtral, 40 on Qwen3-30B-A3B and 48 on DeepSeek-V3; from
-    // 48 on, the kernel it picks is the faster one or within 1% of it on all three.
-    b.large_batch_rows_per_expert = 48;
+    // Prefill partner of cuda-mma, from where the two cost models cross.
+    b.large_batch_partner = true;
+    b.forward_us = forward_us;
     b.prepared_bytes = layer_bytes;
     return b;
   }();

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda_wgmma/token_tiles.hpp"
 #include "cuda/device_buffer.hpp"
 #include "qmoe/dtype.hpp"
 
@@ -76,13 +77,6 @@ struct GemmOps {
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
 };
 
-// The token tiles (CUTLASS's N), one launch each per GEMM. Each expert's rows run as whole
-// 256-token tiles; the remainder r runs as one tile of the smallest size that holds it (r <= 64:
-// 64, r <= 128: 128), or as one more partial 256-token tile when it is larger. Real routing spreads
-// the rows per expert, so with 256-token tiles alone the last tile of about every other expert
-// would be nearly empty; two small tiles cost more than one larger one (bench/NOTES.md).
-inline constexpr int kLaunches = 3;
-inline constexpr int kTileTokens[kLaunches] = {256, 128, 64};
 inline constexpr int kTileK = 64;
 
 // nullptr when this build has no such variant. tile_tokens: one of kTileTokens. All tiles of a
