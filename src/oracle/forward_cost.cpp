@@ -15,14 +15,22 @@ double expected_sum_over_experts(int64_t pairs, int64_t experts,
   // the normal's (7 pairs over 128 experts: 3 rows on one expert is 5 standard deviations out).
   const auto lo = std::max<int64_t>(0, int64_t(std::floor(mean - 8 * sd)) - 16);
   const auto hi = std::min<int64_t>(pairs, int64_t(std::ceil(mean + 8 * sd)) + 16);
-  // log of the binomial probability, through lgamma: pairs reach millions
-  const double log_n_fact = std::lgamma(n + 1), log_p = std::log(p), log_q = std::log1p(-p);
-  double sum = 0;
-  for (int64_t k = lo; k <= hi; ++k) {
-    const double x = double(k);
-    const double log_pk =
-        log_n_fact - std::lgamma(x + 1) - std::lgamma(n - x + 1) + x * log_p + (n - x) * log_q;
-    sum += std::exp(log_pk) * f(k);
+  // The probability at the mean's count through lgamma (pairs reach millions), the others by the
+  // ratio of neighbours, P(k+1) / P(k) = (n - k) / (k + 1) * p / (1 - p): one lgamma per call.
+  const auto start = std::clamp<int64_t>(int64_t(mean), lo, hi);
+  const double x0 = double(start), odds = p / (1 - p);
+  const double p0 = std::exp(std::lgamma(n + 1) - std::lgamma(x0 + 1) - std::lgamma(n - x0 + 1) +
+                             x0 * std::log(p) + (n - x0) * std::log1p(-p));
+  double sum = p0 * f(start);
+  double pk = p0;
+  for (int64_t k = start; k < hi; ++k) {
+    pk *= (n - double(k)) / double(k + 1) * odds;
+    sum += pk * f(k + 1);
+  }
+  pk = p0;
+  for (int64_t k = start; k > lo; --k) {
+    pk *= double(k) / (n - double(k) + 1) / odds;
+    sum += pk * f(k - 1);
   }
   return double(experts) * sum;
 }

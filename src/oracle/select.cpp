@@ -158,8 +158,8 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
                              s.plan.back().from_tokens);
     } else if (&e == slower_partner) {
       v.reason = fmt::format(
-          "compatible, but its cost model is not faster than '{}' at any batch size up to {} "
-          "rows per expert",
+          "compatible, but its cost model does not stay faster than '{}' at any batch size up to "
+          "{} rows per expert",
           s.backend, kCrossoverScanRowsPerExpert);
     } else if (!e.reason) {
       v.reason = fmt::format("compatible, but '{}' comes first in the {} priority order", s.backend,
