@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "layers.hpp"
 #include "oracle/forward_cost.hpp"
@@ -130,13 +133,19 @@ constexpr Measured kSweep[] = {
     {"mxfp4", "gpt-oss-20b", 1536, 1719.7, 701.0},
 };
 
+// The benchmark's scheme and shape of a row; an Error for a name the table does not know (a typo
+// must not quietly test the default layer).
 LayerDesc layer_of(std::string_view scheme, std::string_view shape) {
   LayerDesc l = test::base_layer();
-  if (scheme == "int4-g128") l.w13_scheme = test::int_scheme(4, 128);
-  if (scheme == "int4-g128-asym") l.w13_scheme = test::int_scheme(4, 128, true);
-  if (scheme == "int8-g128") l.w13_scheme = test::int_scheme(8, 128);
-  if (scheme == "mxfp4") l.w13_scheme = test::mxfp4_scheme();
-  l.w2_scheme = l.w13_scheme;
+  using NamedScheme = std::pair<std::string_view, QuantScheme>;
+  const NamedScheme schemes[] = {{"int4-g128", test::int_scheme(4, 128)},
+                                 {"int4-g128-asym", test::int_scheme(4, 128, true)},
+                                 {"int8-g128", test::int_scheme(8, 128)},
+                                 {"mxfp4", test::mxfp4_scheme()}};
+  const auto known_scheme = std::ranges::find(schemes, scheme, &NamedScheme::first);
+  if (known_scheme == std::end(schemes)) throw Error("no scheme " + std::string(scheme));
+  l.w13_scheme = l.w2_scheme = known_scheme->second;
+  if (scheme == "mxfp4") l.activation = Activation::swigluoai;
   struct Shape {
     std::string_view name;
     int64_t H, I, E;
@@ -147,14 +156,12 @@ LayerDesc layer_of(std::string_view scheme, std::string_view shape) {
                                {"deepseek-v3", 7168, 2048, 256, 8},
                                {"gpt-oss-120b", 2880, 2880, 128, 4},
                                {"gpt-oss-20b", 2880, 2880, 32, 4}};
-  for (const Shape& s : kShapes)
-    if (s.name == shape) {
-      l.hidden = s.H;
-      l.intermediate = s.I;
-      l.num_experts = s.E;
-      l.top_k = s.top_k;
-    }
-  if (scheme == "mxfp4") l.activation = Activation::swigluoai;
+  const auto known_shape = std::ranges::find(kShapes, shape, &Shape::name);
+  if (known_shape == std::end(kShapes)) throw Error("no shape " + std::string(shape));
+  l.hidden = known_shape->H;
+  l.intermediate = known_shape->I;
+  l.num_experts = known_shape->E;
+  l.top_k = known_shape->top_k;
   return l;
 }
 

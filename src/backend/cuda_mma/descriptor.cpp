@@ -49,7 +49,8 @@ PreparedBytes layer_bytes(const LayerDesc& l) {
 }
 
 // The forward's time (BackendDescriptor::forward_us). Each tile of T rows is one pass over its
-// expert's weights (codes streamed and dequantized again; T from choose_tile_rows), costing per
+// expert's weights (codes streamed and dequantized again; T from choose_tile_rows, before
+// fitting_tile_rows may lower it for a layer whose kernels do not fit it), costing per
 // million weights a term for the weight element and one for the tile height (8-bit codes have
 // their own: their tall tiles run fewer CTAs per SM); around the GEMMs a fixed part (routing,
 // alignment, launches) and one per (token, slot) row and channel (gathers, activation, combine).

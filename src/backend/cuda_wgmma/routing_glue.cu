@@ -69,16 +69,11 @@ __device__ void set_group(GroupArgs g, int e, int N, int rows, int K, const uint
 
 __global__ void fill_group_args(const int32_t* expert_offsets, int E, int N, int K,
                                 const uint16_t* act, uint16_t* out, LaunchArgs to) {
-  static_assert(kLaunches == 3, "kTiles lists every tile of kTileTokens");
-  constexpr int kTiles[kLaunches] = {kTileTokens[0], kTileTokens[1], kTileTokens[2]};
   for (int e = int(threadIdx.x); e < E; e += blockDim.x) {
     const int64_t first = expert_offsets[e];
     const int rows = expert_offsets[e + 1] - expert_offsets[e];
-    const int whole = rows / kTiles[0] * kTiles[0], rest = rows - whole;
-    int tail = 0;  // the launch of the remainder: the smallest tile holding it, else the first
-#pragma unroll
-    for (int i = 1; i < kLaunches; ++i)
-      if (rest <= kTiles[i]) tail = i;
+    const int whole = rows / kTileTokens[0] * kTileTokens[0], rest = rows - whole;
+    const int tail = remainder_launch(rest);  // launch 0 also takes a remainder no tile holds
     const int in_first = tail == 0 ? rows : whole;
     set_group(to.launch[0], e, N, in_first, K, act, out, first);
 #pragma unroll

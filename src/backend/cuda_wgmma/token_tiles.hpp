@@ -13,22 +13,26 @@ namespace qmoe::cuda_wgmma {
 inline constexpr int kLaunches = 3;
 inline constexpr int kTileTokens[kLaunches] = {256, 128, 64};
 
-// The tiles an expert of `rows` rows runs, as counts per kTileTokens entry (the split that
-// fill_group_args_cuda makes on the device).
+// The launch whose tile takes a remainder of `rest` rows (0 < rest < 256): the smallest tile that
+// holds it. constexpr, so that fill_group_args (routing_glue.cu, compiled with
+// --expt-relaxed-constexpr) splits the rows on the device by the same rule the cost model counts.
+constexpr int remainder_launch(int64_t rest) {
+  // A local copy: device code may not index the host array at run time (the kernel would trap).
+  static_assert(kLaunches == 3, "tiles lists every tile of kTileTokens");
+  constexpr int tiles[kLaunches] = {kTileTokens[0], kTileTokens[1], kTileTokens[2]};
+  for (int i = kLaunches - 1; i > 0; --i)
+    if (rest <= tiles[i]) return i;
+  return 0;
+}
+
+// The tiles an expert of `rows` rows runs, as counts per kTileTokens entry.
 struct ExpertTiles {
   int64_t count[kLaunches] = {};
 };
 inline ExpertTiles expert_tiles(int64_t rows) {
   ExpertTiles t;
   t.count[0] = rows / kTileTokens[0];
-  const int64_t rest = rows % kTileTokens[0];
-  if (rest == 0) return t;
-  for (int i = kLaunches - 1; i >= 0; --i) {
-    if (rest <= kTileTokens[i]) {
-      ++t.count[i];
-      break;
-    }
-  }
+  if (const int64_t rest = rows % kTileTokens[0]; rest > 0) ++t.count[remainder_launch(rest)];
   return t;
 }
 
