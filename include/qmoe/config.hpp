@@ -70,10 +70,12 @@ struct MoEConfig {
   // must use it; unset, each forward checks its dtype against the chosen backend's.
   std::optional<DType> activation_dtype;
   // "auto" on a device with a large-batch backend (cuda-wgmma on sm_90) can prepare it too and run
-  // batches from its crossover on with it (Selection::plan): a second copy of the weights in its
-  // layout. Unset: only when that copy is at most kLargeBatchCopyRatio times the first one's
-  // bytes (int4 and int8; MXFP4's cuda-wgmma copy, 8 bits per weight against 4.5, is opt-in: two
-  // copies of gpt-oss-120b do not fit a 141 GB GPU). true: always; false: never (one copy).
+  // batches from its crossover on with it (Selection::plan). Where the first backend's int4 codes
+  // are in the order both read (int4 without act-order), the second reads them and adds only its
+  // scales (and zero terms); elsewhere it needs a second copy of the weights in its layout. Unset:
+  // prepared only when what it adds is at most kLargeBatchExtraRatio of the first's bytes, so the
+  // default holds one copy of the codes (int8, act-order and MXFP4 second copies are opt-in: two
+  // copies of gpt-oss-120b do not fit a 141 GB GPU). true: always; false: never.
   std::optional<bool> large_batch_backend;
   // The format this layer's forwards must be able to take: "auto" then picks a backend that
   // takes it, and a named backend that does not is an Error. Every backend takes standard.
@@ -83,8 +85,10 @@ struct MoEConfig {
   int64_t w13_rows() const { return is_gated(activation) ? 2 * intermediate : intermediate; }
 };
 
-// MoEConfig::large_batch_backend unset: the largest second copy, over the first, prepared unasked.
-inline constexpr double kLargeBatchCopyRatio = 1.25;
+// MoEConfig::large_batch_backend unset: the most a large-batch backend may add to the first
+// backend's bytes and still be prepared unasked (shared int4 codes add their scales: 3% at
+// groups of 128, 9% with zero points, 17% with zero points at groups of 64).
+inline constexpr double kLargeBatchExtraRatio = 0.25;
 
 // Largest expert count and hidden / intermediate width validate() accepts.
 inline constexpr int64_t kMaxExperts = int64_t{1} << 16;

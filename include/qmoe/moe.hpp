@@ -83,8 +83,10 @@ class MoE {
   // Returns the layer's description, which the plan's crossover reads too (describing an MXFP4
   // layer scans its scales, so it is done once).
   LayerDesc select_backend(const QuantizedExperts& experts, const std::string& backend);
-  // The plan's large-batch backend (Selection::plan), prepared too; clears the plan when the
-  // config asks for one backend.
+  // Whether the selection's plan stays (MoEConfig::large_batch_backend); clears it when not.
+  bool keeps_plan();
+  // The plan's large-batch backend (Selection::plan), prepared beside prepared_ when the plan
+  // stays.
   void prepare_large_batch_backend(const QuantizedExperts& experts, const LayerDesc& layer);
   int64_t check_hidden_and_out(const TensorView& hidden, const TensorView& out) const;
   // hidden's dtype against the config's, or against what `backend` takes when it names none.
@@ -95,7 +97,8 @@ class MoE {
   Selection selection_;
   const Backend* backend_ = nullptr;
   std::unique_ptr<PreparedExperts> prepared_;
-  // The plan's second step, when there is one (Selection::plan).
+  // The plan's second step, when there is one (Selection::plan). Declared after prepared_, so
+  // destroyed before it: it may read prepared_'s codes (Backend::prepare_beside).
   const Backend* large_backend_ = nullptr;
   std::unique_ptr<PreparedExperts> large_prepared_;
   int64_t large_from_tokens_ = 0;

@@ -74,10 +74,13 @@ struct PlanStep {
   std::string backend;
   int64_t from_tokens = 1;
   std::string why;
-  // A large-batch step's own copy of the layer's weights, in bytes (from the shapes, before
+  // What a large-batch step adds to the first step's weights, in bytes (from the shapes, before
   // anything is prepared); 0 for the first step, whose copy the layer needs anyway.
   // MoEConfig::large_batch_backend decides whether the MoE prepares it (config.hpp).
   int64_t weight_bytes = 0;
+  // The first step's int4 codes that this step reads instead of a copy of its own (both hold
+  // them in the same order), in bytes.
+  int64_t shared_bytes = 0;
 };
 
 struct Selection {

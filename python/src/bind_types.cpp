@@ -139,7 +139,10 @@ void bind_selection(nb::module_& m) {
       .def_ro("from_tokens", &PlanStep::from_tokens)
       .def_ro("why", &PlanStep::why)
       .def_ro("weight_bytes", &PlanStep::weight_bytes,
-              "A large-batch step's own copy of the weights, in bytes; 0 for the first step")
+              "What a large-batch step adds to the first step's weights, in bytes; 0 for the "
+              "first step")
+      .def_ro("shared_bytes", &PlanStep::shared_bytes,
+              "The first step's int4 codes this step reads instead of a copy of its own, in bytes")
       .def("__repr__", [](const PlanStep& p) {
         return "PlanStep(" + p.backend + ", from_tokens=" + std::to_string(p.from_tokens) + ")";
       });

@@ -13,10 +13,20 @@
 
 namespace qmoe {
 
+// Int4 weight codes a prepared layer keeps on its device in the order cuda-mma and cuda-wgmma
+// share (cuda/int4_code_order.hpp), [E] experts back to back, for a second backend's layer of the
+// same weights to read instead of a copy of its own. Null where the layer holds none.
+struct SharedInt4Codes {
+  const void* w13 = nullptr;
+  const void* w2 = nullptr;
+  size_t w13_bytes = 0, w2_bytes = 0;
+};
+
 // Backend-owned weight layout on the backend's device.
 class PreparedExperts {
  public:
   virtual ~PreparedExperts() = default;
+  virtual SharedInt4Codes shared_int4_codes() const { return {}; }
 };
 
 struct RoutedBatch {
@@ -50,6 +60,15 @@ class Backend {
   virtual std::unique_ptr<PreparedExperts> prepare_owned(QuantizedExperts experts,
                                                          const MoEConfig& config,
                                                          Device device) const {
+    return prepare(experts, config, device);
+  }
+  // prepare() for a layer whose weights `partner` (another backend's prepared layer of the same
+  // weights and config, which must outlive the result) already holds on the same device: a backend
+  // that can read the partner's codes (PreparedExperts::shared_int4_codes) reads them instead of
+  // preparing its own copy. The default prepares a copy of its own.
+  virtual std::unique_ptr<PreparedExperts> prepare_beside(
+      const QuantizedExperts& experts, const MoEConfig& config, Device device,
+      const PreparedExperts& /*partner*/) const {
     return prepare(experts, config, device);
   }
   // The host half of prepare(): every check and conversion it makes before touching a device,

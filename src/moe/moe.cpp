@@ -56,10 +56,10 @@ std::string backends_taking_batched() {
   return list;
 }
 
-bool wants_second_copy(const MoEConfig& config, const Selection& s) {
+bool wants_second_layout(const MoEConfig& config, const Selection& s) {
   if (config.large_batch_backend) return *config.large_batch_backend;
   return s.weight_bytes == 0 ||
-         double(s.plan[1].weight_bytes) <= kLargeBatchCopyRatio * double(s.weight_bytes);
+         double(s.plan[1].weight_bytes) <= kLargeBatchExtraRatio * double(s.weight_bytes);
 }
 
 const Backend* resolve(const std::string& name) {
@@ -78,15 +78,21 @@ MoE::MoE(MoEConfig config, const QuantizedExperts& experts, const std::string& b
          Device device)
     : config_(std::move(config)), device_(device) {
   const LayerDesc layer = select_backend(experts, backend);
-  prepare_large_batch_backend(experts, layer);
   prepared_ = backend_->prepare(experts, config_, device_);
+  prepare_large_batch_backend(experts, layer);
 }
 
 MoE::MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backend, Device device)
     : config_(std::move(config)), device_(device) {
   const LayerDesc layer = select_backend(experts, backend);
-  prepare_large_batch_backend(experts, layer);  // before the canonical weights are handed over
-  prepared_ = backend_->prepare_owned(std::move(experts), config_, device_);
+  if (!keeps_plan()) {
+    prepared_ = backend_->prepare_owned(std::move(experts), config_, device_);
+    return;
+  }
+  // The large-batch backend is prepared beside the first (it may read its codes), from the
+  // canonical weights, which are freed only after both.
+  prepared_ = backend_->prepare(experts, config_, device_);
+  prepare_large_batch_backend(experts, layer);
 }
 
 LayerDesc MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
@@ -101,15 +107,18 @@ LayerDesc MoE::select_backend(const QuantizedExperts& experts, const std::string
   return layer;
 }
 
-void MoE::prepare_large_batch_backend(const QuantizedExperts& experts, const LayerDesc& layer) {
-  if (selection_.plan.size() != 2 || !wants_second_copy(config_, selection_)) {
+bool MoE::keeps_plan() {
+  if (selection_.plan.size() != 2 || !wants_second_layout(config_, selection_))
     selection_.plan.clear();
-    return;
-  }
+  return !selection_.plan.empty();
+}
+
+void MoE::prepare_large_batch_backend(const QuantizedExperts& experts, const LayerDesc& layer) {
+  if (!keeps_plan()) return;
   apply_tuned_crossover(selection_, query_device(device_).name, layer);
   const PlanStep& large = selection_.plan[1];
   large_backend_ = resolve(large.backend);
-  large_prepared_ = large_backend_->prepare(experts, config_, device_);
+  large_prepared_ = large_backend_->prepare_beside(experts, config_, device_, *prepared_);
   large_from_tokens_ = large.from_tokens;
   large_dtype_ = config_.activation_dtype.value_or(DType::bf16);
 }

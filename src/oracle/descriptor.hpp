@@ -22,6 +22,9 @@ inline constexpr int kAnyGroupDividingK = 0;  // in group_sizes: any divisor of 
 struct PreparedBytes {
   int64_t total = 0;
   int64_t padding = 0;
+  // Of the total, the int4 codes in the order cuda-mma and cuda-wgmma share
+  // (cuda/int4_code_order.hpp): a plan's second backend that holds the same reads the first's.
+  int64_t shared_int4_codes = 0;
 };
 
 struct BackendDescriptor {

@@ -142,8 +142,16 @@ Selection evaluate_among(const std::vector<const BackendDescriptor*>& order, con
          fmt::format("from {} tokens ({:.1f} rows per expert at top-{} of {} experts), where "
                      "its cost model is faster",
                      from, rows, layer.top_k, layer.num_experts)});
-    if (partner->backend->prepared_bytes)
-      s.plan.back().weight_bytes = partner->backend->prepared_bytes(layer).total;
+    if (partner->backend->prepared_bytes) {
+      const PreparedBytes own = partner->backend->prepared_bytes(layer);
+      const int64_t shared =
+          chosen->backend->prepared_bytes
+              ? std::min(own.shared_int4_codes,
+                         chosen->backend->prepared_bytes(layer).shared_int4_codes)
+              : 0;
+      s.plan.back().weight_bytes = own.total - shared;
+      s.plan.back().shared_bytes = shared;
+    }
   }
   for (const Evaluated& e : all) {
     if (&e == chosen) continue;

@@ -77,7 +77,9 @@ void expect_layout_holds(const QuantizedWeight& w, std::span<const int64_t> rows
               const Place at = place(v.element, c, lane, j, i);
               const int64_t n = source(s * 16 + at.row), ch = channel_of(p, w, e, at.k);
               const uint32_t got = bits == 4 ? word >> (4 * i) & 0xf : word >> (8 * i) & 0xff;
-              const uint32_t want = (n >= 0 && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;
+              // int4 nibbles hold code XOR 8 (the shared order, cuda/int4_code_order.hpp)
+              const uint32_t code = (n >= 0 && ch >= 0) ? uint32_t(w.code(e, n, ch)) : 0;
+              const uint32_t want = v.element == WeightElement::int4 ? code ^ 8 : code;
               ASSERT_EQ(got, want) << "e " << e << " n " << n << " k " << at.k << " lane " << lane;
             }
           }

@@ -1,7 +1,8 @@
 // cuda-wgmma's gather (routing_glue.hpp) against rows assembled on the host from its definition:
 // sorted row r holds the token of pair sorted_pair_ids[r], its channels in the order of the
-// row's expert (act-order) or as they are, times the pair's weight when there are weights. bf16
-// and f16, experts without rows, H not a multiple of the 256-thread block's 2048 elements.
+// row's expert (act-order), in the shared int4 order of each 32-channel span, or as they are,
+// times the pair's weight when there are weights. bf16 and f16, experts without rows, H not a
+// multiple of the 256-thread block's 2048 elements.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -19,8 +20,16 @@ namespace {
 
 struct GatherCase {
   DType dtype;
-  bool channels, weights;
+  bool channels, weights, span_order = false;
 };
+
+// The shared int4 order inside a 32-channel span, from its definition (cuda/int4_code_order.hpp):
+// column 16 jj + 8 h + 2 t + p holds channel 8 t + 4 jj + 2 h + p.
+int64_t span_channel(int64_t c) {
+  const int64_t base = c / 32 * 32, q = c % 32;
+  const int64_t jj = q / 16, h = (q % 16) / 8, t = (q % 8) / 2, p = q % 2;
+  return base + 8 * t + 4 * jj + 2 * h + p;
+}
 
 class CudaWgmmaGather : public testing::TestWithParam<GatherCase> {
  protected:
@@ -36,7 +45,7 @@ float value_of(uint16_t bits, DType dtype) {
 
 TEST_P(CudaWgmmaGather, RowsFollowTheirExpertsChannelOrder) {
   const GatherCase& p = GetParam();
-  const int64_t E = 6, H = 2056, M = 37;
+  const int64_t E = 6, H = p.span_order ? 2080 : 2056, M = 37;
   const int top_k = 2;
   std::mt19937_64 rng(21);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -72,11 +81,12 @@ TEST_P(CudaWgmmaGather, RowsFollowTheirExpertsChannelOrder) {
                      d_weights = test::to_device(weights);
   const int64_t rows = int64_t(sorted.size());
   DeviceBuffer d_rows = test::poisoned(size_t(rows * H) * 2);
-  ASSERT_EQ(cuda_wgmma::gather_rows_cuda(p.dtype, d_hidden.data(), H, d_sorted.as<int32_t>(), top_k,
-                                         p.weights ? d_weights.as<float>() : nullptr,
-                                         p.channels ? d_channels.as<int32_t>() : nullptr,
-                                         d_offsets.as<int32_t>(), E, rows, d_rows.data(), nullptr),
-            cudaSuccess);
+  ASSERT_EQ(
+      cuda_wgmma::gather_rows_cuda(p.dtype, d_hidden.data(), H, d_sorted.as<int32_t>(), top_k,
+                                   p.weights ? d_weights.as<float>() : nullptr,
+                                   p.channels ? d_channels.as<int32_t>() : nullptr, p.span_order,
+                                   d_offsets.as<int32_t>(), E, rows, d_rows.data(), nullptr),
+      cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> got = test::to_host<uint16_t>(d_rows, size_t(rows * H));
 
@@ -87,7 +97,9 @@ TEST_P(CudaWgmmaGather, RowsFollowTheirExpertsChannelOrder) {
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t pair = sorted[size_t(r)], e = pair_expert[size_t(pair)];
     for (int64_t c = 0; c < H; ++c) {
-      const int64_t channel = p.channels ? channels[size_t(e * H + c)] : c;
+      const int64_t channel = p.channels     ? channels[size_t(e * H + c)]
+                              : p.span_order ? span_channel(c)
+                                             : c;
       const uint16_t x = hidden[size_t((pair / top_k) * H + channel)];
       const uint16_t y = got[size_t(r * H + c)];
       if (!p.weights) {
@@ -106,10 +118,14 @@ INSTANTIATE_TEST_SUITE_P(Paths, CudaWgmmaGather,
                                          GatherCase{DType::bf16, true, true},
                                          GatherCase{DType::f16, true, true},
                                          GatherCase{DType::f16, false, true},
-                                         GatherCase{DType::bf16, false, false}),
+                                         GatherCase{DType::bf16, false, false},
+                                         GatherCase{DType::bf16, false, false, true},
+                                         GatherCase{DType::f16, false, true, true}),
                          [](const testing::TestParamInfo<GatherCase>& i) {
                            return std::string(i.param.dtype == DType::bf16 ? "bf16" : "f16") +
-                                  (i.param.channels ? "_channel_order" : "_identity") +
+                                  (i.param.channels     ? "_channel_order"
+                                   : i.param.span_order ? "_span_order"
+                                                        : "_identity") +
                                   (i.param.weights ? "_weighted" : "");
                          });
 

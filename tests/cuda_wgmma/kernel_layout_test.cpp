@@ -12,7 +12,9 @@
 #include <random>
 #include <span>
 
+#include "backend/cuda_mma/repack.hpp"
 #include "backend/cuda_wgmma/kernel_weight.hpp"
+#include "cuda/int4_code_order.hpp"
 #include "qmoe/error.hpp"
 #include "sample/reference_moe.hpp"
 #include "support/expect_error.hpp"
@@ -27,12 +29,15 @@ float from_bits(uint16_t bits, DType act) {
   return act == DType::bf16 ? to_float(bf16_t{bits}) : to_float(half_t{bits});
 }
 
-// Signed code of (e, n, k) as the kernel reads it: two's complement nibble or byte.
+// Signed code of (e, n, k) as the kernel reads it: two's complement byte, or nibble in the order
+// cuda/int4_code_order.hpp states (whose own index math is checked against CUTLASS's layout and
+// cuda-mma's packing elsewhere).
 int signed_code(const HostKernelWeight& h, const QuantizedWeight& w, int64_t e, int64_t n,
                 int64_t k) {
   if (w.scheme.bits == 8) return int(int8_t(h.codes[size_t((e * w.N + n) * w.K + k)]));
-  const uint8_t byte = h.codes[size_t((e * w.N + n) * (w.K / 2) + k / 2)];
-  const int nibble = k % 2 == 0 ? (byte & 0xF) : (byte >> 4);
+  const int64_t at = e * w.N * w.K + int4_order::code_nibble(n, k, w.K / int4_order::kChunk);
+  const uint8_t byte = h.codes[size_t(at / 2)];
+  const int nibble = at % 2 == 0 ? (byte & 0xF) : (byte >> 4);
   return nibble >= 8 ? nibble - 16 : nibble;
 }
 
@@ -116,7 +121,7 @@ TEST(CudaWgmmaLayout, Int4SymmetricG128) {
 
 TEST(CudaWgmmaLayout, Int4ZeroPointsG64F16) {
   std::mt19937_64 rng(2);
-  expect_same_weights(test::random_weight(2, 40, 192, scheme(4, 64, true), false, rng), DType::f16);
+  expect_same_weights(test::random_weight(2, 48, 192, scheme(4, 64, true), false, rng), DType::f16);
 }
 
 TEST(CudaWgmmaLayout, Int8ZeroPointsChannelwise) {
@@ -132,13 +137,13 @@ TEST(CudaWgmmaLayout, Int8SymmetricG128F16) {
 
 TEST(CudaWgmmaLayout, Int4ActOrderG64ZeroPointsBf16) {
   std::mt19937_64 rng(6);
-  expect_same_weights(test::random_weight(3, 40, 192, scheme(4, 64, true, true), false, rng),
+  expect_same_weights(test::random_weight(3, 48, 192, scheme(4, 64, true, true), false, rng),
                       DType::bf16);
 }
 
 TEST(CudaWgmmaLayout, Int4ActOrderG32F16WithRowOrder) {
   std::mt19937_64 rng(7);
-  const QuantizedWeight w = test::random_weight(2, 24, 160, scheme(4, 32, false, true), false, rng);
+  const QuantizedWeight w = test::random_weight(2, 32, 192, scheme(4, 32, false, true), false, rng);
   expect_same_weights(w, DType::f16, random_rows(w.E, w.N, rng));
 }
 
@@ -157,14 +162,16 @@ TEST(CudaWgmmaLayout, RowOrderWithoutActOrder) {
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 // The test's gated activation silu(gate) * up over GEMM1's output h, by the layouts' definition
-// (qmoe/config.hpp): gate j = row j, up j = row I + j; interleaved: rows 2j, 2j + 1. Not gated:
-// silu(h[j]).
-std::vector<double> activate(const std::vector<double>& h, int64_t I, bool gated,
-                             bool interleaved) {
+// (qmoe/config.hpp): gate j = row j, up j = row I + j; interleaved: rows 2j, 2j + 1; in strips
+// (cuda/activation.hpp): rows 16 (j / 8) + j % 8 and 8 further. Not gated: silu(h[j]).
+std::vector<double> activate(const std::vector<double>& h, int64_t I, bool gated, bool interleaved,
+                             bool strips = false) {
   std::vector<double> a(static_cast<size_t>(I));
   for (int64_t j = 0; j < I; ++j) {
     if (!gated)
       a[size_t(j)] = silu(h[size_t(j)]);
+    else if (strips)
+      a[size_t(j)] = silu(h[size_t(16 * (j / 8) + j % 8)]) * h[size_t(16 * (j / 8) + 8 + j % 8)];
     else if (interleaved)
       a[size_t(j)] = silu(h[size_t(2 * j)]) * h[size_t(2 * j + 1)];
     else
@@ -193,13 +200,15 @@ std::vector<double> reference_expert(const QuantizedExperts& x, int64_t e, bool 
 }
 
 // The same expert as cuda-wgmma runs it: the input gathered in w13's channel order, GEMM1 over
-// the kernel layout of w13 (rows from w13_rows_for_w2) and its bias, the same activation over
-// kernel rows, GEMM2 over w2's kernel layout. Weights dequantized from the kernel layouts.
+// the kernel layout of w13 (rows from w13_kernel_rows) and its bias, the same activation over
+// kernel rows (in strips for int4 w13), GEMM2 over w2's kernel layout. Weights dequantized from
+// the kernel layouts, in their logical channel order (the span order inside the kernels is the
+// gather's and the activation's, tested on the device).
 std::vector<double> kernel_expert(const QuantizedExperts& x, int64_t e, bool interleaved,
                                   const std::vector<double>& in, DType act) {
   const QuantizedWeight &w13 = x.w13(), &w2 = x.w2();
   const std::vector<int32_t> rows =
-      w13_rows_for_w2(x, interleaved ? Activation::swigluoai : Activation::silu);
+      w13_kernel_rows(x, interleaved ? Activation::swigluoai : Activation::silu);
   const HostKernelWeight k13 = to_kernel_layout(w13, act, "w13", rows);
   const HostKernelWeight k2 = to_kernel_layout(w2, act, "w2");
   const std::vector<float> bias13 = kernel_bias(w13, rows);
@@ -215,7 +224,7 @@ std::vector<double> kernel_expert(const QuantizedExperts& x, int64_t e, bool int
       acc += kernel_value(k13, w13, act, e, n, k) * gathered[size_t(k)];
     h[size_t(n)] = acc;
   }
-  const std::vector<double> a = activate(h, I, x.gated(), interleaved);
+  const std::vector<double> a = activate(h, I, x.gated(), interleaved, int4_codes(w13));
   std::vector<double> out(size_t(w2.N), 0.0);
   for (int64_t m = 0; m < w2.N; ++m)
     for (int64_t j = 0; j < I; ++j) out[size_t(m)] += kernel_value(k2, w2, act, e, m, j) * a[j];
@@ -237,7 +246,7 @@ class CudaWgmmaActOrderPipeline : public testing::TestWithParam<PipelineCase> {}
 TEST_P(CudaWgmmaActOrderPipeline, KernelLayoutsMatchTheReference) {
   const PipelineCase& c = GetParam();
   std::mt19937_64 rng(11);
-  const int64_t E = 3, H = 192, I = 160;
+  const int64_t E = 3, H = 192, I = 128;
   QuantizedExperts x(test::random_weight(E, c.gated ? 2 * I : I, H, c.w13, true, rng),
                      test::random_weight(E, H, I, c.w2, false, rng));
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -265,9 +274,40 @@ INSTANTIATE_TEST_SUITE_P(
         PipelineCase{"w2_only_halves", scheme(4, 64, true), scheme(4, 32, false, true)},
         PipelineCase{"w2_only_interleaved", scheme(8, 64), scheme(4, 32, true, true), true, true},
         PipelineCase{"w13_only_interleaved", scheme(4, 64, false, true), scheme(4, 32), true, true},
+        PipelineCase{"int4_strips_halves", scheme(4, 64, true), scheme(4, 64)},
+        PipelineCase{"int4_strips_interleaved", scheme(4, 64), scheme(4, 128, true), true, true},
         PipelineCase{"not_gated_both", scheme(4, 64, false, true), scheme(4, 32, true, true),
                      false}),
     [](const testing::TestParamInfo<PipelineCase>& p) { return std::string(p.param.name); });
+
+// One copy of a layer's int4 codes serves cuda-mma and cuda-wgmma (Backend::prepare_beside): the
+// bytes cuda-wgmma makes for w13 (rows in strips) and w2 are cuda-mma's, byte for byte.
+TEST(CudaWgmmaLayout, Int4CodesAreCudaMmasBytes) {
+  struct Layer {
+    QuantScheme w13, w2;
+    Activation activation;
+  };
+  std::mt19937_64 rng(12);
+  const int64_t E = 3, H = 256, I = 128;
+  for (const Layer& l :
+       {Layer{scheme(4, 128), scheme(4, 64, true), Activation::silu},
+        Layer{scheme(4, 64, true), scheme(4, kChannelwise), Activation::swigluoai},
+        Layer{scheme(4, kChannelwise), scheme(4, 128), Activation::relu2_no_mul}}) {
+    const bool gated = is_gated(l.activation);
+    const QuantizedExperts x(test::random_weight(E, gated ? 2 * I : I, H, l.w13, false, rng),
+                             test::random_weight(E, H, I, l.w2, false, rng));
+    const std::vector<int32_t> rows = w13_kernel_rows(x, l.activation);
+    const std::vector<int64_t> mma_rows =
+        gated ? cuda_mma::gated_row_order(I, l.activation == Activation::swigluoai)
+              : std::vector<int64_t>{};
+    EXPECT_EQ(to_kernel_layout(x.w13(), DType::bf16, "w13", rows).codes,
+              cuda_mma::pack_weight(x.w13(), "w13", mma_rows).codes)
+        << name(l.activation);
+    EXPECT_EQ(to_kernel_layout(x.w2(), DType::f16, "w2").codes,
+              cuda_mma::pack_weight(x.w2(), "w2").codes)
+        << name(l.activation);
+  }
+}
 
 // An act-order weight whose expert 1 has one channel moved from group 0 into group 1.
 QuantizedWeight uneven_groups(std::mt19937_64& rng) {

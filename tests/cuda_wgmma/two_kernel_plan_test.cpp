@@ -1,6 +1,6 @@
 // One MoE, two kernels: "auto" on an sm_90 GPU prepares cuda-mma and cuda-wgmma and picks per call
 // by the token count (Selection::plan), at the default crossover or one `qmoe tune` stored; both
-// sides of the crossover match the independent reference.
+// sides of the crossover match the independent reference; int4 codes are held once.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -106,8 +106,56 @@ TEST_F(TwoKernelPlan, OneBackendWhenAskedForOneCopy) {
   EXPECT_EQ(moe.backend_for(100000, DType::bf16), "cuda-mma");
 }
 
-// MXFP4's cuda-wgmma copy (8 bits per weight) is more than 1.25x cuda-mma's (4.5): the MoE keeps
-// one copy unless asked for the second, and then both sides of the crossover match the reference.
+// Device memory the MoE of `config` holds once built (workspaces come with the first forward).
+size_t bytes_held(const MoEConfig& config, const QuantizedExperts& experts) {
+  size_t free_before = 0, free_after = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  const MoE moe(config, experts, "auto", kGpu);
+  EXPECT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  return free_before - free_after;
+}
+
+// Int4 without act-order: cuda-wgmma reads cuda-mma's codes (one copy, the default plan), adding
+// only its scales; the device memory the planned MoE holds beyond the one-backend MoE is a
+// fraction of the codes, not a second copy.
+TEST_F(TwoKernelPlan, OneCopyOfInt4CodesServesBoth) {
+  test::MoECase c = test::make_case(spec_at(1));
+  c.config.activation_dtype = DType::bf16;
+  const MoE moe(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(moe.selection().plan.size(), 2u);
+  const int64_t codes = 16 * (2 * 512 * 1024 + 1024 * 512) / 2;
+  EXPECT_EQ(moe.selection().plan[1].shared_bytes, codes);
+  EXPECT_LT(moe.selection().plan[1].weight_bytes, codes / 16);  // bf16 scales of groups of 128
+
+  c.config.large_batch_backend = false;
+  const size_t one = bytes_held(c.config, *c.experts);
+  c.config.large_batch_backend.reset();
+  const size_t planned = bytes_held(c.config, *c.experts);
+  EXPECT_LT(double(planned) - double(one), 0.25 * double(codes)) << one << " vs " << planned;
+}
+
+// Act-order codes are not in the shared order: cuda-wgmma would need a copy of its own, so the
+// MoE keeps one backend unless asked, and then both sides of the crossover match the reference.
+TEST_F(TwoKernelPlan, ActOrderSecondCopyOnlyWhenAsked) {
+  test::CaseSpec spec = spec_at(1);
+  spec.scheme = scheme(4, 128, false, true);
+  test::MoECase c = test::make_case(spec);
+  c.config.activation_dtype = DType::bf16;
+  EXPECT_TRUE(MoE(c.config, *c.experts, "auto", kGpu).selection().plan.empty());
+  c.config.large_batch_backend = true;
+  store_crossover(tune_file_, device_name_, describe(*c.experts, c.config), "cuda-wgmma", 40);
+  const MoE both(c.config, *c.experts, "auto", kGpu);
+  ASSERT_EQ(both.selection().plan.size(), 2u);
+  EXPECT_EQ(both.selection().plan[1].shared_bytes, 0);
+  for (int64_t M : {1, 40, 300}) {
+    spec.M = M;
+    EXPECT_LT(forward_error(both, spec), 1e-2) << M;
+  }
+}
+
+// MXFP4's cuda-wgmma copy (8 bits per weight) adds more than a quarter to cuda-mma's (4.5): the
+// MoE keeps one copy unless asked for the second, and then both sides of the crossover match the
+// reference.
 TEST_F(TwoKernelPlan, Mxfp4SecondCopyOnlyWhenAsked) {
   const test::CaseSpec spec{.E = 16,
                             .H = 1024,

@@ -181,18 +181,32 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
         << r.out;
     const nlohmann::json j = run_json(layer);
     EXPECT_EQ(j["groups"][0]["plan"][1]["from_tokens"], std::stoi(from));
-    // cuda-wgmma's own copy: w13 [128 x 1536 x 2048] int4 = 201326592 B plus bf16 scales of 16
-    // groups (128 x 16 x 1536 x 2 = 6291456 B); w2 [128 x 2048 x 768] = 100663296 B plus 6 groups
-    // (128 x 6 x 2048 x 2 = 3145728 B)
-    EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 311427072);
+    // cuda-wgmma reads cuda-mma's int4 codes, w13 [128 x 1536 x 2048] = 201326592 B and w2
+    // [128 x 2048 x 768] = 100663296 B, and adds its bf16 scales: 16 groups of w13 (128 x 16 x
+    // 1536 x 2 = 6291456 B) and 6 of w2 (128 x 6 x 2048 x 2 = 3145728 B)
+    EXPECT_EQ(j["groups"][0]["plan"][1]["shared_bytes"], 201326592 + 100663296);
+    EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 6291456 + 3145728);
     EXPECT_EQ(j["groups"][0]["plan"][0]["weight_bytes"], 0);
-    EXPECT_NE(r.out.find("keeps its own copy of the weights: 311 MB"), std::string::npos) << r.out;
-    // zero points (f32 zero terms next to the scales), biases (f32) and act-order (w13's int32
-    // channel order): w13 201326592 + 128 x 16 x 1536 x 6 = 18874368, w2 100663296 + 128 x 6 x
-    // 2048 x 6 = 9437184, biases 128 x 1536 x 4 = 786432 and 128 x 2048 x 4 = 1048576, channel
-    // order 128 x 2048 x 4 = 1048576
+    EXPECT_NE(r.out.find("reads cuda-mma's int4 codes (302 MB) and adds 9.44 MB of its own "
+                         "(MoEConfig::large_batch_backend = false leaves it out)"),
+              std::string::npos)
+        << r.out;
+    // zero points: f32 zero terms next to the scales, 128 x 16 x 1536 x 6 = 18874368 B for w13 and
+    // 128 x 6 x 2048 x 6 = 9437184 B for w2, still a few percent of cuda-mma's bytes
+    const nlohmann::json with_zp = run_json(layer + " --zp");
+    EXPECT_EQ(with_zp["groups"][0]["plan"][1]["weight_bytes"], 18874368 + 9437184);
+    // with act-order the codes are not in the shared order: a copy of its own, with biases (f32)
+    // and w13's int32 channel order: w13 201326592 + 18874368, w2 100663296 + 9437184, biases 128
+    // x 1536 x 4 = 786432 and 128 x 2048 x 4 = 1048576, channel order 128 x 2048 x 4 = 1048576;
+    // more than a quarter of the first copy, so prepared only when asked
+    const CliRun all = run_cli(layer + " --dtype bf16 --zp --bias --act-order");
+    EXPECT_NE(all.out.find("only when asked: keeps its own copy of the weights, 333 MB, more than "
+                           "25% of the first's bytes"),
+              std::string::npos)
+        << all.out;
     const nlohmann::json with_all = run_json(layer + " --zp --bias --act-order");
     ASSERT_EQ(with_all["groups"][0]["plan"].size(), 2u) << with_all.dump();
+    EXPECT_EQ(with_all["groups"][0]["plan"][1]["shared_bytes"], 0);
     EXPECT_EQ(with_all["groups"][0]["plan"][1]["weight_bytes"],
               201326592 + 18874368 + 100663296 + 9437184 + 786432 + 1048576 + 1048576);
   } else {

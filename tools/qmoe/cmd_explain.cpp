@@ -190,16 +190,20 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
     for (const PlanStep& step : e.selection.plan) {
       fmt::print("  plan: {:<{}}  {}\n", step.backend, width, step.why);
       if (step.weight_bytes == 0) continue;
-      if (double(step.weight_bytes) <= kLargeBatchCopyRatio * double(e.selection.weight_bytes))
-        fmt::print(
-            "        {:<{}}  keeps its own copy of the weights: {} "
-            "(MoEConfig::large_batch_backend = false keeps one copy)\n",
-            "", width, format_bytes(step.weight_bytes));
+      const std::string holds =
+          step.shared_bytes > 0 ? fmt::format("reads {}'s int4 codes ({}) and adds {} of its own",
+                                              e.selection.backend, format_bytes(step.shared_bytes),
+                                              format_bytes(step.weight_bytes))
+                                : fmt::format("keeps its own copy of the weights, {}",
+                                              format_bytes(step.weight_bytes));
+      if (double(step.weight_bytes) <= kLargeBatchExtraRatio * double(e.selection.weight_bytes))
+        fmt::print("        {:<{}}  {} (MoEConfig::large_batch_backend = false leaves it out)\n",
+                   "", width, holds);
       else
         fmt::print(
-            "        {:<{}}  only when asked: its own copy of the weights, {}, is more than {}x "
-            "the first (MoEConfig::large_batch_backend = true prepares it)\n",
-            "", width, format_bytes(step.weight_bytes), kLargeBatchCopyRatio);
+            "        {:<{}}  only when asked: {}, more than {:.0f}% of the first's bytes "
+            "(MoEConfig::large_batch_backend = true prepares it)\n",
+            "", width, holds, 100 * kLargeBatchExtraRatio);
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
     for (size_t rank = 0; rank < e.ranks.size(); ++rank) {
@@ -281,7 +285,8 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
       g["plan"].push_back({{"backend", step.backend},
                            {"from_tokens", step.from_tokens},
                            {"why", step.why},
-                           {"weight_bytes", step.weight_bytes}});
+                           {"weight_bytes", step.weight_bytes},
+                           {"shared_bytes", step.shared_bytes}});
     out["groups"].push_back(std::move(g));
   }
   out["problems"] = problems.lines();

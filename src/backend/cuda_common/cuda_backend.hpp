@@ -52,12 +52,7 @@ class CudaBackend : public Backend {
  public:
   std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
                                            Device device) const override {
-    check(device.kind == DeviceKind::cuda, "backend '{}' runs on a CUDA device, not on {}", name(),
-          to_string(device));
-    check_cuda_layer_config(name(), config);
-    const typename Experts::HostLayout host(experts, config);
-    DeviceScope scope(device.index);
-    return std::make_unique<Experts>(experts, host, config, device.index);
+    return prepare_layer(experts, config, device);
   }
 
   void prepare_on_host(const QuantizedExperts& experts, const MoEConfig& config) const override {
@@ -81,6 +76,21 @@ class CudaBackend : public Backend {
     const auto& p = static_cast<const Experts&>(prepared);
     DeviceScope scope(p.device);
     p.workspace(static_cast<cudaStream_t>(stream), max_tokens);
+  }
+
+ protected:
+  // prepare(), with `extra` handed to the host layout and the prepared layer after the config
+  // (e.g. a partner's shared codes, Backend::prepare_beside).
+  template <class... Extra>
+  std::unique_ptr<PreparedExperts> prepare_layer(const QuantizedExperts& experts,
+                                                 const MoEConfig& config, Device device,
+                                                 const Extra&... extra) const {
+    check(device.kind == DeviceKind::cuda, "backend '{}' runs on a CUDA device, not on {}", name(),
+          to_string(device));
+    check_cuda_layer_config(name(), config);
+    const typename Experts::HostLayout host(experts, config, extra...);
+    DeviceScope scope(device.index);
+    return std::make_unique<Experts>(experts, host, config, device.index, extra...);
   }
 };
 

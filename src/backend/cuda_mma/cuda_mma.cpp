@@ -100,6 +100,18 @@ struct CudaMmaExperts final : PreparedExperts {
         correction_bias(to_device(config.routing.correction_bias)),
         pool(WorkspacePool::for_device(device_index)) {}
 
+  // Int4 codes without act-order are in the shared order as they are (layout.hpp); act-order
+  // weights carry their own logical k order and padding.
+  SharedInt4Codes shared_int4_codes() const override {
+    SharedInt4Codes shared;
+    auto shareable = [](const DeviceWeight& w) {
+      return w.view.element == cuda_mma::WeightElement::int4 && w.k_source.empty();
+    };
+    if (shareable(w13)) shared.w13 = w13.codes.data(), shared.w13_bytes = w13.codes.bytes();
+    if (shareable(w2)) shared.w2 = w2.codes.data(), shared.w2_bytes = w2.codes.bytes();
+    return shared;
+  }
+
   WorkspaceSizes sizes_for(int64_t tokens) const {
     const std::lock_guard lock(sizes_mutex);
     if (last_sizes.tokens != tokens) last_sizes = cuda_mma::workspace_sizes(tokens, top_k, E, H, I);

@@ -32,7 +32,8 @@ PreparedBytes weight_bytes(const QuantScheme& s, int64_t E, int64_t N, int64_t r
   int64_t total = codes + pairs * 4 + (s.has_zero_points() ? pairs * 2 : 0);
   total += E * bias_rows * 4;
   if (s.act_order) total += E * K_pad * 4 + E * (K_pad / 32) * 4;
-  return {total, codes - E * N * K * bits / 8};
+  const bool plain_int4 = s.kind != WeightKind::mxfp4 && bits == 4 && !s.act_order;
+  return {total, codes - E * N * K * bits / 8, plain_int4 ? codes : 0};
 }
 
 // w13 of a gated activation packs 8 gate and 8 up rows per strip (repack.hpp), its biases in
@@ -45,7 +46,8 @@ PreparedBytes layer_bytes(const LayerDesc& l) {
       weight_bytes(l.w13_scheme, E, N1, rows1, H, H, l.w13_bias ? (gated ? rows1 : N1) : 0);
   const PreparedBytes w2 = weight_bytes(l.w2_scheme, E, H, round_up(H, 16), I,
                                         l.w2_full_k > 0 ? l.w2_full_k : I, l.w2_bias ? H : 0);
-  return {w13.total + w2.total, w13.padding + w2.padding};
+  return {w13.total + w2.total, w13.padding + w2.padding,
+          w13.shared_int4_codes + w2.shared_int4_codes};
 }
 
 // The forward's time (BackendDescriptor::forward_us). Each tile of T rows is one pass over its

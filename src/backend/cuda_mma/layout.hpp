@@ -28,7 +28,11 @@
 //   R3 = W[n0+g+8][k_a+2], W[n0+g+8][k_a+3]
 // Codes of one step in 32-bit words:
 //   int4: one word; nibble i (bits 4i..4i+3) = low element of R_i, nibble 4+i = its high element,
-//         so (word >> 4i) & 0x000f000f puts R_i's two codes in the two 16-bit halves.
+//         so (word >> 4i) & 0x000f000f puts R_i's two codes in the two 16-bit halves. Each nibble
+//         holds code XOR 8, the two's-complement nibble of code - 8: cuda-wgmma's kernel
+//         reads signed codes, and with them it reads these very bytes (the 32-bit words are also
+//         its fragments, in its own k order), so one copy of the codes serves both backends
+//         (cuda/int4_code_order.hpp). e2m1 codes are stored as they are.
 //   int8: two words; word 0 = bytes [R0 lo, R0 hi, R1 lo, R1 hi], word 1 = the same for R2, R3.
 // A chunk's 16 bytes for one lane are its steps' words in step order (int4: 4 steps, int8: 2).
 //
@@ -49,6 +53,8 @@
 // Without act-order logical k = input channel, span s is in group s / spans_per_group, and
 // K_pad - K padding channels read 0.
 #include <cstdint>
+
+#include "cuda/int4_code_order.hpp"
 
 #if defined(__CUDACC__)
 #define QMOE_MMA_HOST_DEVICE __host__ __device__

@@ -57,10 +57,10 @@ __device__ __forceinline__ uint32_t load_line_hinted(const uint16_t* p) {
   return v;
 }
 
-// (a & b) | c in one instruction.
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+// (a & b) ^ c in one instruction.
+__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
   return d;
 }
 
@@ -141,15 +141,17 @@ struct Dequant;
 
 template <class T>
 struct Dequant<T, WeightElement::int4> {
-  // word: nibble i and 4 + i are the two codes of register i (layout.hpp).
+  // word: nibble i and 4 + i are the two codes of register i, each XOR 8 (layout.hpp). The magic
+  // exponent bits lie above the nibble, so XOR with magic | 8 both undoes the flip and adds the
+  // magic: (nibble ^ 8) | magic, one instruction as before.
   __device__ static __forceinline__ void step(const uint32_t* words, const ZeroOffsets& z,
                                               uint32_t a[4]) {
     const uint32_t w = words[0];
-    constexpr uint32_t magic = MmaType<T>::kMagic * 0x10001u;
-    a[0] = MmaType<T>::sub2(and_or(w, 0x000f000fu, magic), z.lo);
-    a[1] = MmaType<T>::sub2(and_or(w >> 4, 0x000f000fu, magic), z.hi);
-    a[2] = MmaType<T>::sub2(and_or(w >> 8, 0x000f000fu, magic), z.lo);
-    a[3] = MmaType<T>::sub2(and_or(w >> 12, 0x000f000fu, magic), z.hi);
+    constexpr uint32_t magic_flip = (MmaType<T>::kMagic | 0x8u) * 0x10001u;
+    a[0] = MmaType<T>::sub2(and_xor(w, 0x000f000fu, magic_flip), z.lo);
+    a[1] = MmaType<T>::sub2(and_xor(w >> 4, 0x000f000fu, magic_flip), z.hi);
+    a[2] = MmaType<T>::sub2(and_xor(w >> 8, 0x000f000fu, magic_flip), z.lo);
+    a[3] = MmaType<T>::sub2(and_xor(w >> 12, 0x000f000fu, magic_flip), z.hi);
   }
 };
 

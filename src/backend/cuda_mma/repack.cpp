@@ -181,7 +181,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, const std::string& what,
               step_codes(step / 2, step % 2, r);
               uint32_t word = 0;
               for (int i = 0; i < 4; ++i) word |= r[i][0] << (4 * i) | r[i][1] << (16 + 4 * i);
-              words[step] = word;
+              words[step] = element == WeightElement::int4 ? word ^ int4_order::kCodeFlip : word;
             }
           } else {
             for (int jj = 0; jj < 2; ++jj) {

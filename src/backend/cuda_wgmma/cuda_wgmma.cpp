@@ -44,29 +44,49 @@ struct GroupArgsLayout {
         bytes(out_rows + aligned(size_t(E) * sizeof(void*)) - base) {}
 };
 
+// The partner's codes (Backend::prepare_beside) this layer reads as its own: the same weight in
+// the same order, which is int4 codes without act-order of the expected size. For w13, w2 without
+// act-order too: w2's channel order would reorder w13's rows (w13_kernel_rows).
+SharedInt4Codes readable_codes(const QuantizedExperts& experts, const SharedInt4Codes& offered) {
+  auto plain_int4 = [](const QuantizedWeight& w) {
+    return cuda_wgmma::int4_codes(w) && !w.scheme.act_order;
+  };
+  auto bytes = [](const QuantizedWeight& w) { return size_t(w.E * w.N * w.K / 2); };
+  const QuantizedWeight &w13 = experts.w13(), &w2 = experts.w2();
+  SharedInt4Codes readable;
+  if (offered.w13 && plain_int4(w13) && plain_int4(w2) && offered.w13_bytes == bytes(w13))
+    readable.w13 = offered.w13, readable.w13_bytes = offered.w13_bytes;
+  if (offered.w2 && plain_int4(w2) && offered.w2_bytes == bytes(w2))
+    readable.w2 = offered.w2, readable.w2_bytes = offered.w2_bytes;
+  return readable;
+}
+
 // The host half of prepare: every check and conversion before the upload, made without a device.
 struct CudaWgmmaHostLayout {
   DType act;
-  // w13's row order that hands GEMM2 its input in w2's act-order (kernel_weight.hpp).
+  // w13's row order: cuda-mma's strips for int4 codes, w2's act-order (kernel_weight.hpp).
   std::vector<int32_t> w13_rows;
   cuda_wgmma::HostKernelWeight w13, w2;
   std::vector<float> bias13;
   std::vector<int32_t> w13_channels;
 
-  CudaWgmmaHostLayout(const QuantizedExperts& experts, const MoEConfig& config)
+  // shared: the partner's codes the layer reads (readable_codes), which are not made again.
+  CudaWgmmaHostLayout(const QuantizedExperts& experts, const MoEConfig& config,
+                      const SharedInt4Codes& shared = {})
       : act(config.activation_dtype.value_or(DType::bf16)),
-        w13_rows(cuda_wgmma::w13_rows_for_w2(experts, config.activation)),
-        w13(tileable_layout(experts.w13(), act, "w13", w13_rows)),
-        w2(tileable_layout(experts.w2(), act, "w2", {})),
+        w13_rows(cuda_wgmma::w13_kernel_rows(experts, config.activation)),
+        w13(tileable_layout(experts.w13(), act, "w13", w13_rows, !shared.w13)),
+        w2(tileable_layout(experts.w2(), act, "w2", {}, !shared.w2)),
         bias13(cuda_wgmma::kernel_bias(experts.w13(), w13_rows)),
-        w13_channels(cuda_wgmma::kernel_channels(experts.w13(), "w13")) {}
+        w13_channels(cuda_wgmma::gather_channels(experts.w13())) {}
 
  private:
   static cuda_wgmma::HostKernelWeight tileable_layout(const QuantizedWeight& w, DType act,
                                                       const std::string& what,
-                                                      std::span<const int32_t> rows) {
+                                                      std::span<const int32_t> rows,
+                                                      bool with_codes) {
     cuda_wgmma::check_tileable(w, act, what);
-    return cuda_wgmma::to_kernel_layout(w, act, what, rows);
+    return cuda_wgmma::to_kernel_layout(w, act, what, rows, with_codes);
   }
 };
 
@@ -86,12 +106,14 @@ struct CudaWgmmaExperts final : PreparedExperts {
   DeviceBuffer bias13, bias2, correction_bias;
   RoutingReport routing_report;
   // i32 [E, H]: act-order w13's input channel behind each kernel column, the order GEMM1's rows
-  // are gathered in; empty without act-order.
+  // are gathered in; empty without act-order (gather_span_order: int4 codes' span order then).
   DeviceBuffer w13_channels;
+  bool gather_span_order = false;
+  ActivationLayout activation_layout;
   std::shared_ptr<WorkspacePool> pool;
 
   CudaWgmmaExperts(const QuantizedExperts& experts, const HostLayout& host, const MoEConfig& config,
-                   int device_index)
+                   int device_index, const SharedInt4Codes& shared = {})
       : device(device_index),
         E(experts.num_experts()),
         H(experts.hidden()),
@@ -99,12 +121,15 @@ struct CudaWgmmaExperts final : PreparedExperts {
         N1(experts.w13().N),
         top_k(config.top_k()),
         act(host.act),
-        w13(cuda_wgmma::upload_kernel_weight(experts.w13(), host.w13, act)),
-        w2(cuda_wgmma::upload_kernel_weight(experts.w2(), host.w2, act)),
+        w13(cuda_wgmma::upload_kernel_weight(experts.w13(), host.w13, act, shared.w13)),
+        w2(cuda_wgmma::upload_kernel_weight(experts.w2(), host.w2, act, shared.w2)),
         bias13(to_device(host.bias13)),
         bias2(to_device(experts.w2().bias.data(), size_t(experts.w2().bias.nbytes()))),
         correction_bias(to_device(config.routing.correction_bias)),
         w13_channels(to_device(host.w13_channels)),
+        gather_span_order(cuda_wgmma::int4_codes(experts.w13()) && host.w13_channels.empty()),
+        activation_layout{experts.gated() && cuda_wgmma::int4_codes(experts.w13()),
+                          cuda_wgmma::int4_codes(experts.w2())},
         pool(WorkspacePool::for_device(device_index)) {
     QMOE_CUDA_CHECK(
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_index));
@@ -141,6 +166,13 @@ struct CudaWgmmaExperts final : PreparedExperts {
 class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
  public:
   std::string_view name() const override { return kName; }
+
+  std::unique_ptr<PreparedExperts> prepare_beside(const QuantizedExperts& experts,
+                                                  const MoEConfig& config, Device device,
+                                                  const PreparedExperts& partner) const override {
+    return prepare_layer(experts, config, device,
+                         readable_codes(experts, partner.shared_int4_codes()));
+  }
 
   void run(const PreparedExperts& prepared, const MoEConfig& config,
            const RoutedBatch& batch) const override {
@@ -210,13 +242,13 @@ class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
     const float* weights = batch.topk_weights.data_as<const float>();
     QMOE_CUDA_CHECK(cuda_wgmma::gather_rows_cuda(
         dtype, batch.hidden.data(), p.H, aligned.sorted_pair_ids, p.top_k,
-        weights_first ? weights : nullptr, p.w13_channels.as<int32_t>(), aligned.expert_offsets,
-        p.E, pairs, ws.gathered.data(), stream));
+        weights_first ? weights : nullptr, p.w13_channels.as<int32_t>(), p.gather_span_order,
+        aligned.expert_offsets, p.E, pairs, ws.gathered.data(), stream));
     grouped_gemm(p, ws, p.w13, p.bias13, 0, ws.gathered.data(), ws.gemm1_out.data(), pairs, dtype,
                  stream);
     QMOE_CUDA_CHECK(activation_cuda(config.activation, config.activation_params, dtype,
                                     ws.gemm1_out.data(), p.N1, ws.activated.data(), p.I, pairs, p.I,
-                                    aligned.padded_total, stream));
+                                    aligned.padded_total, stream, p.activation_layout));
     grouped_gemm(p, ws, p.w2, p.bias2, cuda_wgmma::kLaunches * GroupArgsLayout(p.E).bytes,
                  ws.activated.data(), ws.gemm2_out.data(), pairs, dtype, stream);
     QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,

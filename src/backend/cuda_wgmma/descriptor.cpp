@@ -30,14 +30,20 @@ int64_t kernel_weight_bytes(const QuantScheme& s, int64_t E, int64_t N, int64_t 
 }
 
 // Both weights, the f32 biases and, with act-order on w13, its int32 channel order; nothing is
-// padded (the descriptor requires whole tiles).
+// padded (the descriptor requires whole tiles). Int4 codes without act-order are in the shared
+// order (code_order.hpp); w13's only where w2 has no act-order either (whose channel order would
+// reorder w13's rows).
 PreparedBytes layer_bytes(const LayerDesc& l) {
-  const int64_t E = l.num_experts, H = l.hidden, N1 = l.w13_rows();
-  return {kernel_weight_bytes(l.w13_scheme, E, N1, H) +
-              kernel_weight_bytes(l.w2_scheme, E, H, l.intermediate) +
+  const int64_t E = l.num_experts, H = l.hidden, I = l.intermediate, N1 = l.w13_rows();
+  auto plain_int4 = [](const QuantScheme& s) {
+    return s.kind != WeightKind::mxfp4 && s.bits == 4 && !s.act_order;
+  };
+  const int64_t shared = (plain_int4(l.w2_scheme) ? E * H * I / 2 : 0) +
+                         (plain_int4(l.w13_scheme) && plain_int4(l.w2_scheme) ? E * N1 * H / 2 : 0);
+  return {kernel_weight_bytes(l.w13_scheme, E, N1, H) + kernel_weight_bytes(l.w2_scheme, E, H, I) +
               (l.w13_bias ? E * N1 * 4 : 0) + (l.w2_bias ? E * H * 4 : 0) +
               (l.w13_scheme.act_order ? E * H * 4 : 0),
-          0};
+          0, shared};
 }
 
 // The forward's time (BackendDescriptor::forward_us). Each tile (token_tiles.hpp) is one pass over

@@ -6,7 +6,8 @@
 //
 // Operands, per expert e (so that the narrow operand is the one converted in registers, the
 // weights are CUTLASS's A and the tokens its B):
-//   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in the kernel's shuffled order;
+//   codes   [N, K] K-major, signed (code - 2^(bits-1)); 4-bit codes in cuda-mma's order
+//   (code_order.hpp);
 //           MXFP4 re-coded as fp8 e4m3, one scale per 64-channel window (mxfp4_recode.hpp)
 //   scales  [K/G, N] in the activation dtype (N contiguous): weight = scale * code
 //   Zero points are not the kernel's: CUTLASS 4.2's grouped (pointer-array) mainloop with zeros
@@ -40,8 +41,9 @@ struct Variant {
 struct KernelWeight {
   Variant variant;
   int64_t E = 0, N = 0, K = 0;
-  int group_size = 0;  // K for channelwise
-  DeviceBuffer codes, scales;
+  int group_size = 0;               // K for channelwise
+  DeviceBuffer codes, scales;       // codes: empty where the layer reads a partner's int4 codes
+  const void* code_data = nullptr;  // the codes the kernel reads: `codes`, or the partner's
   DeviceBuffer zero_terms;   // f32 [E, K/G, N] scale * (2^(bits-1) - zero); empty if symmetric
   DeviceBuffer static_args;  // the arrays below, each [E]
   const void* code_ptrs = nullptr;
@@ -68,11 +70,9 @@ struct GroupCall {
 
 // What each variant's instance file provides.
 struct GemmOps {
-  // Builds `w.static_args` (and the pointers into it) for w.codes and w.scales, already filled.
+  // Builds `w.static_args` (and the pointers into it) for w.code_data and w.scales, already
+  // filled.
   void (*make_static_args)(KernelWeight& w);
-  // Rewrites the signed 4-bit codes of `w` (K-major, two per byte, low nibble first) into the
-  // kernel's shuffled order; no-op for 8-bit codes. Synchronous; uses `scratch` of N*K bytes.
-  cudaError_t (*shuffle_codes)(KernelWeight& w, void* scratch, cudaStream_t stream);
   size_t (*workspace_bytes)(int groups, int sm_count);
   cudaError_t (*run)(const KernelWeight& w, const GroupCall& call, cudaStream_t stream);
 };

@@ -35,15 +35,11 @@ struct GemmInstance {
   using StrideAct = cute::remove_pointer_t<cutlass::detail::TagToStrideB_t<LayoutAct*>>;
   static constexpr int kAlignCodes = 128 / cutlass::sizeof_bits<Code>::value;
   static constexpr int kAlignAct = 128 / cutlass::sizeof_bits<Mma>::value;
-  static constexpr bool kShuffled = cutlass::sizeof_bits<Code>::value == 4;
+  static constexpr bool kMmaOrder = cutlass::sizeof_bits<Code>::value == 4;
 
-  // The shuffled 4-bit order: each thread's eight codes of a wgmma fragment are contiguous in
-  // memory (one 32-bit load) and ordered 0,2,4,6,1,3,5,7 so that pairs convert with one
-  // byte-permute each (CUTLASS's compute_memory_reordering_atom; code_order.hpp).
-  using ShuffleAtom = decltype(shuffle_atom<Mma>());
-  using CodeLayoutShuffled = decltype(cute::tile_to_shape(
-      ShuffleAtom{}, cute::Layout<cute::Shape<int, int, cute::Int<1>>, StrideCodes>{}));
-  using CodeLayoutArg = std::conditional_t<kShuffled, CodeLayoutShuffled, StrideCodes>;
+  // 4-bit codes in cuda-mma's order (code_order.hpp).
+  using CodeLayoutMmaOrder = decltype(code_layout<Mma>(0, 0));
+  using CodeLayoutArg = std::conditional_t<kMmaOrder, CodeLayoutMmaOrder, StrideCodes>;
 
   using TileShape = cute::Shape<cute::_128, cute::Int<kTileTokens>, cute::Int<kTileK>>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -54,7 +50,7 @@ struct GemmInstance {
       cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<Code, Mma>,
-      std::conditional_t<kShuffled, CodeLayoutShuffled*, LayoutCodes*>, kAlignCodes, Mma,
+      std::conditional_t<kMmaOrder, CodeLayoutMmaOrder*, LayoutCodes*>, kAlignCodes, Mma,
       LayoutAct*, kAlignAct, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
@@ -97,15 +93,14 @@ struct GemmInstance {
     const size_t code_bytes = size_t(N * K * cutlass::sizeof_bits<Code>::value / 8);
     const size_t scale_bytes = size_t(N * (K / w.group_size) * sizeof(Mma));
     for (int64_t e = 0; e < E; ++e) {
-      codes[e] = w.codes.as<char>() + e * code_bytes;
+      codes[e] = static_cast<const char*>(w.code_data) + e * code_bytes;
       scales[e] = w.scales.as<char>() + e * scale_bytes;
     }
-    CodeLayoutArg code_layout;
-    if constexpr (kShuffled)
-      code_layout =
-          cute::tile_to_shape(ShuffleAtom{}, cute::make_shape(int(N), int(K), cute::_1{}));
+    CodeLayoutArg layout;
+    if constexpr (kMmaOrder)
+      layout = code_layout<Mma>(int(N), int(K));
     else
-      code_layout = cutlass::make_cute_packed_stride(StrideCodes{}, {int(N), int(K), 1});
+      layout = cutlass::make_cute_packed_stride(StrideCodes{}, {int(N), int(K), 1});
     const StrideScale scale_stride =
         cutlass::make_cute_packed_stride(StrideScale{}, {int(N), int(K / w.group_size), 1});
     const StrideAct act_stride = cutlass::make_cute_packed_stride(StrideAct{}, {1, int(K), 1});
@@ -114,7 +109,7 @@ struct GemmInstance {
     ArgumentBlob blob{static_cast<size_t>(E)};
     const size_t at_codes = blob.add_array(codes.data());
     const size_t at_scales = blob.add_array(scales.data());
-    const size_t at_layouts = blob.add_repeated(code_layout);
+    const size_t at_layouts = blob.add_repeated(layout);
     const size_t at_scale_strides = blob.add_repeated(scale_stride);
     const size_t at_act_strides = blob.add_repeated(act_stride);
     const size_t at_out_strides = blob.add_repeated(out_stride);
@@ -127,23 +122,6 @@ struct GemmInstance {
     w.scale_strides = base + at_scale_strides;
     w.act_strides = base + at_act_strides;
     w.out_strides = base + at_out_strides;
-  }
-
-  static cudaError_t shuffle_codes(KernelWeight& w, void* scratch, cudaStream_t stream) {
-    if constexpr (!kShuffled) {
-      return cudaSuccess;
-    } else {
-      const auto layout =
-          cute::tile_to_shape(ShuffleAtom{}, cute::make_shape(int(w.N), int(w.K), cute::_1{}));
-      const size_t expert_bytes = size_t(w.N * w.K / 2);
-      for (int64_t e = 0; e < w.E; ++e) {
-        const cudaError_t err =
-            shuffle_nibbles(w.codes.as<uint8_t>() + e * expert_bytes,
-                            static_cast<uint8_t*>(scratch), w.N, w.K, layout, stream);
-        if (err != cudaSuccess) return err;
-      }
-      return cudaStreamSynchronize(stream);
-    }
   }
 
   static size_t workspace_bytes(int groups, int sm_count) {
@@ -164,7 +142,7 @@ struct GemmInstance {
     return cudaGetLastError();
   }
 
-  static constexpr GemmOps ops{make_static_args, shuffle_codes, workspace_bytes, run};
+  static constexpr GemmOps ops{make_static_args, workspace_bytes, run};
 };
 
 }  // namespace qmoe::cuda_wgmma

@@ -1,8 +1,13 @@
 #include "backend/cuda_wgmma/kernel_weight.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include "backend/cuda_wgmma/mxfp4_recode.hpp"
 #include "core/check.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/int4_code_order.hpp"
+#include "qmoe/threads.hpp"
 #include "quant/act_order.hpp"
 
 namespace qmoe::cuda_wgmma {
@@ -35,6 +40,31 @@ int64_t kernel_group(const QuantizedWeight& w) {
   return w.scheme.kind == WeightKind::mxfp4 ? kTileK : w.scheme.group_size_for(w.K);
 }
 
+// [E, N, K] K-major nibbles -> the order cuda-mma shares (code_order.hpp), experts in parallel.
+std::vector<uint8_t> in_shared_int4_order(const std::vector<uint8_t>& k_major, int64_t E, int64_t N,
+                                          int64_t K) {
+  std::vector<uint8_t> out(k_major.size(), 0);
+  const int64_t expert_bytes = N * K / 2, chunks = K / int4_order::kChunk;
+  auto reorder = [&](int64_t e) {
+    const uint8_t* src = k_major.data() + e * expert_bytes;
+    uint8_t* dst = out.data() + e * expert_bytes;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const int nibble = (src[(n * K + k) / 2] >> (4 * (k % 2))) & 0xF;
+        const int64_t at = int4_order::code_nibble(n, k, chunks);
+        dst[at / 2] = uint8_t(dst[at / 2] | nibble << (4 * (at % 2)));
+      }
+  };
+  const int64_t threads = std::clamp<int64_t>(usable_cpus(), 1, std::clamp<int64_t>(E, 1, 16));
+  std::vector<std::thread> pool;
+  for (int64_t i = 0; i < threads; ++i)
+    pool.emplace_back([&, i] {
+      for (int64_t e = i; e < E; e += threads) reorder(e);
+    });
+  for (std::thread& th : pool) th.join();
+  return out;
+}
+
 }  // namespace
 
 std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string& what) {
@@ -52,32 +82,48 @@ std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string
   return channels;
 }
 
-std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation activation) {
+bool int4_codes(const QuantizedWeight& w) {
+  return w.scheme.kind != WeightKind::mxfp4 && w.scheme.bits == 4;
+}
+
+std::vector<int32_t> w13_kernel_rows(const QuantizedExperts& experts, Activation activation) {
   const std::vector<int32_t> w2_channels = kernel_channels(experts.w2(), "w2");
-  if (w2_channels.empty()) return {};
+  const bool strips = experts.gated() && int4_codes(experts.w13());
+  if (w2_channels.empty() && !strips) return {};
   const int64_t E = experts.num_experts(), I = experts.intermediate(), N = experts.w13().N;
   const bool interleaved = activation == Activation::swigluoai;
   std::vector<int32_t> rows(size_t(E * N));
   for (int64_t e = 0; e < E; ++e) {
     int32_t* r = rows.data() + e * N;
     for (int64_t j = 0; j < I; ++j) {
-      const int32_t c = w2_channels[size_t(e * I + j)];
+      const auto c = w2_channels.empty() ? int32_t(j) : w2_channels[size_t(e * I + j)];
       if (!experts.gated()) {
         r[j] = c;
-      } else if (interleaved) {
-        r[2 * j] = 2 * c;
-        r[2 * j + 1] = 2 * c + 1;
-      } else {
-        r[j] = c;
-        r[I + j] = int32_t(I) + c;
+        continue;
       }
+      const int32_t gate = interleaved ? 2 * c : c, up = interleaved ? 2 * c + 1 : int32_t(I) + c;
+      const int64_t at_gate = strips ? 16 * (j / 8) + j % 8 : interleaved ? 2 * j : j;
+      const int64_t at_up = strips ? at_gate + 8 : interleaved ? at_gate + 1 : I + j;
+      r[at_gate] = gate;
+      r[at_up] = up;
     }
   }
   return rows;
 }
 
+std::vector<int32_t> gather_channels(const QuantizedWeight& w13) {
+  std::vector<int32_t> channels = kernel_channels(w13, "w13");
+  if (channels.empty() || !int4_codes(w13)) return channels;
+  std::vector<int32_t> permuted(channels.size());
+  for (size_t k = 0; k < channels.size(); ++k) {
+    const size_t span = k / int4_order::kSpan * int4_order::kSpan;
+    permuted[k] = channels[span + size_t(int4_order::span_column_k(int(k - span)))];
+  }
+  return permuted;
+}
+
 HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what,
-                                  std::span<const int32_t> rows) {
+                                  std::span<const int32_t> rows, bool with_codes) {
   const QuantScheme& s = w.scheme;
   check(s.activation_quant == ActivationQuant::none,
         "cuda-wgmma: {} is {}; MXFP4 activations (W4A4) run on emulation only", what, to_string(s));
@@ -99,8 +145,12 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
   // Unsigned code c -> signed c - 2^(bits-1): flipping the top bit of each code does it.
   const uint8_t flip = s.bits == 4 ? 0x88 : 0x80;
   const int64_t row_bytes = w.code_bytes_per_row();
-  h.codes.resize(size_t(w.codes.numel()));
-  for (int64_t e = 0; e < w.E; ++e)
+  check(s.bits != 4 || (w.N % 16 == 0 && w.K % int4_order::kChunk == 0),
+        "cuda-wgmma: {} has {} rows and K = {}; int4 codes need rows in whole strips of 16 and K "
+        "in whole chunks of {}",
+        what, w.N, w.K, int4_order::kChunk);
+  h.codes.resize(with_codes ? size_t(w.codes.numel()) : 0);
+  for (int64_t e = 0; e < w.E && with_codes; ++e)
     for (int64_t n = 0; n < w.N; ++n) {
       const uint8_t* src = w.codes.data_as<uint8_t>() + (e * w.N + source_row(e, n)) * row_bytes;
       uint8_t* dst = h.codes.data() + (e * w.N + n) * row_bytes;
@@ -117,6 +167,7 @@ HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std
       for (int64_t k = 0; k < w.K; k += 2)
         dst[k / 2] = uint8_t((nibble(c[k]) | nibble(c[k + 1]) << 4) ^ flip);
     }
+  if (s.bits == 4 && with_codes) h.codes = in_shared_int4_order(h.codes, w.E, w.N, w.K);
 
   // With act-order, sorted column j lies in group j / group_size (even groups), so every
   // group's scale stays at its index.
@@ -166,7 +217,8 @@ void check_tileable(const QuantizedWeight& w, DType act, const std::string& what
           name(variant.code), name(act));
 }
 
-KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act) {
+KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act,
+                                  const void* shared_codes) {
   KernelWeight k;
   k.variant = Variant{code_of(w.scheme), act};
   k.E = w.E;
@@ -174,13 +226,14 @@ KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeig
   k.K = w.K;
   k.group_size = h.group_size;
   const GemmOps* ops = gemm_ops(k.variant, kTileTokens[0]);
-  k.codes = to_device(h.codes);
+  if (shared_codes) {
+    k.code_data = shared_codes;
+  } else {
+    k.codes = to_device(h.codes);
+    k.code_data = k.codes.data();
+  }
   k.scales = to_device(h.scales);
   k.zero_terms = to_device(h.zero_terms);
-  if (k.variant.code == Code::int4) {
-    DeviceBuffer scratch(size_t(w.N * w.K));
-    QMOE_CUDA_CHECK(ops->shuffle_codes(k, scratch.data(), nullptr));
-  }
   // Built once by the first tile's instance for all of them: the layout and stride types do not
   // depend on the token tile.
   ops->make_static_args(k);

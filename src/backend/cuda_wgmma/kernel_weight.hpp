@@ -21,7 +21,8 @@
 namespace qmoe::cuda_wgmma {
 
 struct HostKernelWeight {
-  // [E, N, K*bits/8] signed codes, K-major (not yet shuffled); MXFP4: e4m3 [E, N, K]
+  // signed codes: int4 in the shared order (code_order.hpp), int8 [E, N, K] K-major; MXFP4: e4m3
+  // [E, N, K]
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales;   // [E, K/G, N] bits of the activation dtype
   std::vector<float> zero_terms;  // [E, K/G, N] (2^(bits-1) - zero) * scale16; empty if symmetric
@@ -33,20 +34,31 @@ struct HostKernelWeight {
 // qmoe::Error naming `what` for groups of other sizes.
 std::vector<int32_t> kernel_channels(const QuantizedWeight& w, const std::string& what);
 
-// i32 [E, w13 rows]: the w13 row behind each kernel row such that the activation's output
-// channel j is w2's kernel column j (w2 act-order); empty when w2 has no act-order. Gated
-// activations move gate and up rows together: [gate; up] halves, or swigluoai's interleaved
-// pairs.
-std::vector<int32_t> w13_rows_for_w2(const QuantizedExperts& experts, Activation activation);
+// Whether `w` is held as 4-bit integer codes, in the order cuda-mma shares (code_order.hpp).
+bool int4_codes(const QuantizedWeight& w);
+
+// i32 [E, w13 rows]: the w13 row behind each kernel row; empty when row n is row n. Two orders
+// meet here. Where w2 has act-order, activation channel j is w2's kernel channel j (so GEMM2 reads
+// its input in its own order). Where w13 has int4 codes and a gated activation, the rows come in
+// cuda-mma's strips: gate rows 8s .. 8s + 7 and then their up rows, so that the codes are
+// cuda-mma's (the activation reads that order, cuda/activation.hpp); otherwise gate and up rows
+// follow the activation's own order ([gate; up] halves, or swigluoai's interleaved pairs).
+std::vector<int32_t> w13_kernel_rows(const QuantizedExperts& experts, Activation activation);
+
+// i32 [E, H]: the input channel behind each column of GEMM1's gathered rows, for an act-order
+// w13 (kernel_channels, and for int4 codes each span's columns in the shared order); empty without
+// act-order.
+std::vector<int32_t> gather_channels(const QuantizedWeight& w13);
 
 // Throws qmoe::Error (naming `what`) for what the kernel cannot hold (the descriptor rejects such
 // layers first): W4A4, MXFP4 windows that cannot share a scale (mxfp4_recode.hpp), act-order
 // groups of unequal size or K-split act-order shards, activation
-// dtypes other than bf16/f16. rows: i32 [E, N], the canonical row behind each kernel row (empty:
-// row n is row n); codes, scales and zero terms follow them. Act-order columns follow
-// kernel_channels(w).
+// dtypes other than bf16/f16, int4 codes not in whole strips and chunks. rows: i32 [E, N], the
+// canonical row behind each kernel row (empty: row n is row n); codes, scales and zero terms follow
+// them. Act-order columns follow kernel_channels(w). with_codes = false leaves the codes out (the
+// layer reads a partner's, SharedInt4Codes).
 HostKernelWeight to_kernel_layout(const QuantizedWeight& w, DType act, const std::string& what,
-                                  std::span<const int32_t> rows = {});
+                                  std::span<const int32_t> rows = {}, bool with_codes = true);
 
 // f32 [E, N] bias in the kernel's row order (rows as above); empty without bias.
 std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t> rows = {});
@@ -56,8 +68,10 @@ std::vector<float> kernel_bias(const QuantizedWeight& w, std::span<const int32_t
 // layout be tested at small odd shapes.
 void check_tileable(const QuantizedWeight& w, DType act, const std::string& what);
 
-// Uploads `h` (to_kernel_layout of `w`), shuffles the 4-bit codes and builds the per-expert
-// argument arrays, on the current device (synchronous).
-KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act);
+// Uploads `h` (to_kernel_layout of `w`) and builds the per-expert argument arrays, on the current
+// device (synchronous). shared_codes: the device codes to read instead of h's (a partner's, in the
+// same order), or nullptr.
+KernelWeight upload_kernel_weight(const QuantizedWeight& w, const HostKernelWeight& h, DType act,
+                                  const void* shared_codes = nullptr);
 
 }  // namespace qmoe::cuda_wgmma

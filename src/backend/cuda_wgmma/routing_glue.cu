@@ -2,6 +2,7 @@
 
 #include "backend/cuda_wgmma/grouped_gemm.hpp"
 #include "cuda/half_types.cuh"
+#include "cuda/int4_code_order.hpp"
 
 namespace qmoe::cuda_wgmma {
 
@@ -24,11 +25,24 @@ __device__ int expert_of_row(const int32_t* offsets, int E, int r) {
   return lo;
 }
 
+// Columns c .. c + 7 (c a multiple of 8) of a row in the shared int4 order: four pairs of
+// channels, each pair adjacent in the source row (cuda/int4_code_order.hpp).
+template <class T>
+__device__ __forceinline__ void load_span_columns(const T* src, int64_t c, float v[kVec]) {
+  const int64_t span = c / int4_order::kSpan * int4_order::kSpan;
+  const int q = int(c - span);
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    cuda::load_f32<T, 2>(src + span + int4_order::span_column_k(q + i), v + i);
+  }
+}
+
 // One block per sorted row (grid-stride over rows), threads across the row in 16-byte vectors;
-// with a channel order, each vector's elements are read one by one from their channels.
+// with a channel order, each vector's elements are read one by one from their channels; in the
+// shared int4 order, as four pairs.
 template <class T>
 __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pair_ids, int top_k,
-                            const float* pair_weights, const int32_t* channels,
+                            const float* pair_weights, const int32_t* channels, bool span_order,
                             const int32_t* expert_offsets, int E, int64_t max_rows, T* rows) {
   const int64_t count = expert_offsets[E];
   for (int64_t r = blockIdx.x; r < count && r < max_rows; r += gridDim.x) {
@@ -43,6 +57,11 @@ __global__ void gather_rows(const T* hidden, int64_t H, const int32_t* sorted_pa
         float v[kVec];
 #pragma unroll
         for (int i = 0; i < kVec; ++i) v[i] = cuda::to_f32(src[order[c + i]]) * w;
+        cuda::store_f32<T, kVec>(dst + c, v);
+      } else if (span_order) {
+        float v[kVec];
+        load_span_columns(src, c, v);
+        for (float& x : v) x *= w;
         cuda::store_f32<T, kVec>(dst + c, v);
       } else if (pair_weights) {
         float v[kVec];
@@ -251,18 +270,19 @@ cudaError_t add_zero_terms_cuda(DType dtype, void* out, int64_t N, const float* 
 
 cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
-                             const int32_t* channels, const int32_t* expert_offsets, int64_t E,
-                             int64_t max_rows, void* rows, cudaStream_t stream) {
-  if (H % kVec != 0) return cudaErrorInvalidValue;
+                             const int32_t* channels, bool span_order,
+                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
+                             cudaStream_t stream) {
+  if (H % kVec != 0 || (span_order && H % int4_order::kSpan != 0)) return cudaErrorInvalidValue;
   const unsigned blocks = row_blocks(max_rows);
   if (dtype == DType::bf16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(hidden), H, sorted_pair_ids, top_k, pair_weights,
-        channels, expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
+        channels, span_order, expert_offsets, int(E), max_rows, static_cast<__nv_bfloat16*>(rows));
   } else if (dtype == DType::f16) {
     gather_rows<<<blocks, kThreads, 0, stream>>>(
         static_cast<const __half*>(hidden), H, sorted_pair_ids, top_k, pair_weights, channels,
-        expert_offsets, int(E), max_rows, static_cast<__half*>(rows));
+        span_order, expert_offsets, int(E), max_rows, static_cast<__half*>(rows));
   } else {
     return cudaErrorInvalidValue;
   }

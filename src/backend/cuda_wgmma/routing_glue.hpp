@@ -15,11 +15,14 @@ namespace qmoe::cuda_wgmma {
 // rows[r, c] = hidden[sorted_pair_ids[r] / top_k, channels[e, c]] (times
 // pair_weights[sorted_pair_ids[r]] when that is not nullptr) for the expert e of sorted row r,
 // for r < expert_offsets[E]; channels: i32 [E, H] per-expert channel orders (act-order), nullptr
-// for the identity. max_rows bounds the launch. H must be a multiple of 8 (16-byte accesses).
+// for the identity, or (span_order, without channels) the shared int4 order of each 32-channel
+// span (cuda/int4_code_order.hpp: column q holds channel span_column_k(q)). max_rows bounds the
+// launch. H must be a multiple of 8 (16-byte accesses), of 32 in span order.
 cudaError_t gather_rows_cuda(DType dtype, const void* hidden, int64_t H,
                              const int32_t* sorted_pair_ids, int top_k, const float* pair_weights,
-                             const int32_t* channels, const int32_t* expert_offsets, int64_t E,
-                             int64_t max_rows, void* rows, cudaStream_t stream);
+                             const int32_t* channels, bool span_order,
+                             const int32_t* expert_offsets, int64_t E, int64_t max_rows, void* rows,
+                             cudaStream_t stream);
 
 // The per-expert arguments of one grouped-GEMM launch (grouped_gemm.hpp's GroupCall), [E] each:
 // shapes[e] = (N, rows, K) as three int32, act_rows[e] = act + the launch's first row of e * K
