@@ -277,7 +277,13 @@ class PlanStep:
     @property
     def weight_bytes(self) -> int:
         """
-        A large-batch step's own copy of the weights, in bytes; 0 for the first step
+        What a large-batch step adds to the first step's weights, in bytes; 0 for the first step
+        """
+
+    @property
+    def shared_bytes(self) -> int:
+        """
+        The first step's int4 codes this step reads instead of a copy of its own, in bytes
         """
 
     def __repr__(self) -> str: ...
