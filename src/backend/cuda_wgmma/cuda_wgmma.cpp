@@ -4,8 +4,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <span>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda_common/cuda_backend.hpp"
@@ -73,20 +72,21 @@ struct CudaWgmmaHostLayout {
   // shared: the partner's codes the layer reads (readable_codes), which are not made again.
   CudaWgmmaHostLayout(const QuantizedExperts& experts, const MoEConfig& config,
                       const SharedInt4Codes& shared = {})
-      : act(config.activation_dtype.value_or(DType::bf16)),
+      : act(tileable_activations(experts, config)),
         w13_rows(cuda_wgmma::w13_kernel_rows(experts, config.activation)),
-        w13(tileable_layout(experts.w13(), act, "w13", w13_rows, !shared.w13)),
-        w2(tileable_layout(experts.w2(), act, "w2", {}, !shared.w2)),
+        w13(cuda_wgmma::to_kernel_layout(experts.w13(), act, "w13", w13_rows, !shared.w13)),
+        w2(cuda_wgmma::to_kernel_layout(experts.w2(), act, "w2", {}, !shared.w2)),
         bias13(cuda_wgmma::kernel_bias(experts.w13(), w13_rows)),
         w13_channels(cuda_wgmma::gather_channels(experts.w13())) {}
 
  private:
-  static cuda_wgmma::HostKernelWeight tileable_layout(const QuantizedWeight& w, DType act,
-                                                      const std::string& what,
-                                                      std::span<const int32_t> rows,
-                                                      bool with_codes) {
-    cuda_wgmma::check_tileable(w, act, what);
-    return cuda_wgmma::to_kernel_layout(w, act, what, rows, with_codes);
+  // The activation dtype, once both weights are known to tile: the row orders built next index
+  // whole strips of 16 rows, so they must not see a layer the kernel refuses.
+  static DType tileable_activations(const QuantizedExperts& experts, const MoEConfig& config) {
+    const DType act = config.activation_dtype.value_or(DType::bf16);
+    cuda_wgmma::check_tileable(experts.w13(), act, "w13");
+    cuda_wgmma::check_tileable(experts.w2(), act, "w2");
+    return act;
   }
 };
 

@@ -91,6 +91,8 @@ std::vector<int32_t> w13_kernel_rows(const QuantizedExperts& experts, Activation
   const bool strips = experts.gated() && int4_codes(experts.w13());
   if (w2_channels.empty() && !strips) return {};
   const int64_t E = experts.num_experts(), I = experts.intermediate(), N = experts.w13().N;
+  check(!strips || I % 8 == 0,
+        "cuda-wgmma: w13 has {} rows; int4 codes need gate and up rows in whole strips of 8", N);
   const bool interleaved = activation == Activation::swigluoai;
   std::vector<int32_t> rows(size_t(E * N));
   for (int64_t e = 0; e < E; ++e) {
