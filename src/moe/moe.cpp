@@ -1,6 +1,8 @@
 #include "qmoe/moe.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 #include "backend/backend.hpp"
 #include "core/check.hpp"
@@ -125,7 +127,15 @@ void MoE::prepare_large_batch_backend(const QuantizedExperts& experts, const Lay
 
 MoE::~MoE() = default;
 MoE::MoE(MoE&&) noexcept = default;
-MoE& MoE::operator=(MoE&&) noexcept = default;
+// Not the member-wise default: that would assign prepared_ first and free the codes the old
+// large-batch layer may still point at. Destroying *this first keeps ~MoE's order.
+MoE& MoE::operator=(MoE&& other) noexcept {
+  if (this != &other) {
+    std::destroy_at(this);
+    std::construct_at(this, std::move(other));
+  }
+  return *this;
+}
 
 std::string_view MoE::backend_name() const { return backend_->name(); }
 

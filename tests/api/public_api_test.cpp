@@ -1,6 +1,7 @@
-// What a user writes: quantize float weights, build a layer, run it. Public headers only. The
-// expected output is computed here from the user's own float weights, so the test also bounds the
-// quantization error of the reference quantizer (int8 channelwise: < 1% normalized).
+// What a user writes: quantize float weights, build a layer (here by move assignment), run it.
+// Public headers only. The expected output is computed here from the user's own float weights, so
+// the test also bounds the quantization error of the reference quantizer (int8 channelwise: < 1%
+// normalized).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +28,13 @@ TEST(PublicApi, QuantizeBuildAndRunALayer) {
   config.hidden = H;
   config.intermediate = I;
   config.routing.top_k = 1;
-  qmoe::MoE moe(config, experts, "emulation");
+  // A layer of other weights on another backend first, replaced by move assignment (which must
+  // release the old layer and leave exactly the new one).
+  qmoe::QuantizedExperts other(
+      qmoe::quantize_rtn(std::vector<float>(w13.size(), 0.5f), E, 2 * I, H, scheme),
+      qmoe::quantize_rtn(std::vector<float>(w2.size(), -0.5f), E, H, I, scheme));
+  qmoe::MoE moe(config, other, "cpu");
+  moe = qmoe::MoE(config, experts, "emulation");
 
   std::vector<float> out(M * H);
   moe.forward(qmoe::TensorView(x.data(), qmoe::DType::f32, {M, H}),
