@@ -1,6 +1,7 @@
 // AVX2 + FMA tile kernel: 16 rows are two ymm. Compiled with -mavx2 -mfma (CMakeLists.txt).
 #include <immintrin.h>
 
+#include "backend/cpu/kernel_avx2_e2m1.hpp"
 #include "backend/cpu/panel_kernel.hpp"
 #include "backend/cpu/tile_kernel.hpp"
 
@@ -80,7 +81,13 @@ struct Simd {
   }
 };
 
-void run(const PanelFormat& format, const PanelTile& tile) { run_panel_tile<Simd>(format, tile); }
+// MXFP4 tiles of one or two tokens take the vpshufb conversion (kernel_avx2_e2m1.cpp); with more
+// tokens the lane-by-lane lookup above costs less, since it converts the codes once for all four
+// tokens where the other would convert them once per two.
+void run(const PanelFormat& format, const PanelTile& tile) {
+  if (format.e2m1 && tile.tokens <= kE2m1Avx2MaxTokens) return e2m1_tile_avx2(format, tile);
+  run_panel_tile<Simd>(format, tile);
+}
 
 }  // namespace
 
