@@ -1,6 +1,6 @@
 #pragma once
-// The AVX2 tile kernel's MXFP4 body for one or two tokens (kernel_avx2_e2m1.cpp). Call only where the CPU has AVX2 and
-// FMA, as tile_kernel_avx2() does.
+// The AVX2 tile kernel's MXFP4 body for one or two tokens (kernel_avx2_e2m1.cpp). Call only where
+// the CPU has AVX2 and FMA, as tile_kernel_avx2() does.
 #include "backend/cpu/panel_format.hpp"
 
 namespace qmoe::cpu {
