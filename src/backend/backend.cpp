@@ -7,6 +7,19 @@
 
 namespace qmoe {
 
+void check_experts_match_config(const MoEConfig& c, const QuantizedExperts& x) {
+  check(x.num_experts() == c.num_experts && x.hidden() == c.hidden &&
+            x.intermediate() == c.intermediate,
+        "experts are [E={}, H={}, I={}] but the MoE config says [E={}, H={}, I={}]",
+        x.num_experts(), x.hidden(), x.intermediate(), c.num_experts, c.hidden, c.intermediate);
+  check(x.gated() == is_gated(c.activation),
+        "activation {} is {}gated but w13 has {} rows for I = {}", name(c.activation),
+        is_gated(c.activation) ? "" : "not ", x.w13().N, x.intermediate());
+  check(x.w13().has_bias() == c.w13_bias && x.w2().has_bias() == c.w2_bias,
+        "bias flags (w13 {}, w2 {}) disagree with the experts (w13 {}, w2 {})", c.w13_bias,
+        c.w2_bias, x.w13().has_bias(), x.w2().has_bias());
+}
+
 void Backend::route(const MoEConfig& config, TensorView router_logits, TensorView topk_weights,
                     TensorView topk_ids, void* /*stream*/) const {
   check(router_logits.device().kind == DeviceKind::cpu,

@@ -101,6 +101,10 @@ class Backend {
 // the backend, the expert and the valid range).
 std::span<const int32_t> checked_host_counts(std::string_view backend, const BatchedBatch& batch);
 
+// The experts' shapes, gating (w13's rows) and bias flags against the config's: every consumer
+// of a layer sizes and orders its buffers by one of the two, so they must agree.
+void check_experts_match_config(const MoEConfig& config, const QuantizedExperts& experts);
+
 // Every backend compiled into this build, in no particular order.
 const std::vector<const Backend*>& built_backends();
 // nullptr when no backend of that name is built.

@@ -15,19 +15,6 @@ namespace qmoe {
 
 namespace {
 
-void check_matches(const MoEConfig& c, const QuantizedExperts& x) {
-  check(x.num_experts() == c.num_experts && x.hidden() == c.hidden &&
-            x.intermediate() == c.intermediate,
-        "experts are [E={}, H={}, I={}] but the MoE config says [E={}, H={}, I={}]",
-        x.num_experts(), x.hidden(), x.intermediate(), c.num_experts, c.hidden, c.intermediate);
-  check(x.gated() == is_gated(c.activation),
-        "activation {} is {}gated but w13 has {} rows for I = {}", name(c.activation),
-        is_gated(c.activation) ? "" : "not ", x.w13().N, x.intermediate());
-  check(x.w13().has_bias() == c.w13_bias && x.w2().has_bias() == c.w2_bias,
-        "bias flags (w13 {}, w2 {}) disagree with the experts (w13 {}, w2 {})", c.w13_bias,
-        c.w2_bias, x.w13().has_bias(), x.w2().has_bias());
-}
-
 // Device, layout and data of a tensor whose shape was checked.
 void check_placed(const TensorView& t, const char* what, Device device) {
   check(t.device() == device, "{} is on {} but the MoE runs on {}", what, to_string(t.device()),
@@ -99,7 +86,7 @@ MoE::MoE(MoEConfig config, QuantizedExperts&& experts, const std::string& backen
 
 LayerDesc MoE::select_backend(const QuantizedExperts& experts, const std::string& backend) {
   validate(config_);
-  check_matches(config_, experts);
+  check_experts_match_config(config_, experts);
   LayerDesc layer = describe(experts, config_);
   // The oracle decides for "auto" and checks a named backend, on the device the MoE runs on
   // (queried, not assumed: the host CPU's real features, the real CUDA device). A named backend

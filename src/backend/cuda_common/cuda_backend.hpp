@@ -56,6 +56,7 @@ class CudaBackend : public Backend {
   }
 
   void prepare_on_host(const QuantizedExperts& experts, const MoEConfig& config) const override {
+    check_experts_match_config(config, experts);
     check_cuda_layer_config(name(), config);
     const typename Experts::HostLayout host(experts, config);
   }
@@ -87,6 +88,7 @@ class CudaBackend : public Backend {
                                                  const Extra&... extra) const {
     check(device.kind == DeviceKind::cuda, "backend '{}' runs on a CUDA device, not on {}", name(),
           to_string(device));
+    check_experts_match_config(config, experts);
     check_cuda_layer_config(name(), config);
     const typename Experts::HostLayout host(experts, config, extra...);
     DeviceScope scope(device.index);
