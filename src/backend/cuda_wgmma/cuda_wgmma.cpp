@@ -45,12 +45,10 @@ struct GroupArgsLayout {
 
 // The partner's codes (Backend::prepare_beside) this layer reads as its own: the same weight in
 // the same order, which is int4 codes without act-order of the expected size. For w13, w2 without
-// act-order too: w2's channel order would reorder w13's rows (w13_kernel_rows); and a config
-// whose activation is gated exactly when w13 holds gate and up rows, since cuda-mma orders w13's
-// rows by the config and this backend by the weights' shapes.
-SharedInt4Codes readable_codes(const QuantizedExperts& experts, const MoEConfig& config,
-                               const SharedInt4Codes& offered) {
-  if (experts.gated() != is_gated(config.activation)) return {};
+// act-order too: w2's channel order would reorder w13's rows (w13_kernel_rows). (cuda-mma orders
+// w13's rows by the config's activation, this backend by the weights' shapes: prepare_layer
+// refuses experts that disagree with the config, check_experts_match_config.)
+SharedInt4Codes readable_codes(const QuantizedExperts& experts, const SharedInt4Codes& offered) {
   auto plain_int4 = [](const QuantizedWeight& w) {
     return cuda_wgmma::int4_codes(w) && !w.scheme.act_order;
   };
@@ -175,7 +173,7 @@ class CudaWgmmaBackend final : public CudaBackend<CudaWgmmaExperts> {
                                                   const MoEConfig& config, Device device,
                                                   const PreparedExperts& partner) const override {
     return prepare_layer(experts, config, device,
-                         readable_codes(experts, config, partner.shared_int4_codes()));
+                         readable_codes(experts, partner.shared_int4_codes()));
   }
 
   void run(const PreparedExperts& prepared, const MoEConfig& config,
