@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
 
+#include "backend/backend.hpp"
 #include "qmoe/error.hpp"
 #include "qmoe/moe.hpp"
 #include "route/topk.hpp"
@@ -64,6 +66,24 @@ TEST_F(MoEApi, RefusesExpertsThatDisagreeWithTheConfig) {
   expect_error([&] { MoE(wrong, *c.experts, "emulation"); }, "bias flags");
   expect_error([&] { MoE(c.config, *c.experts, "no-such-backend"); },
                "unknown backend 'no-such-backend' (known: ");
+}
+
+// Each backend's own prepare refuses them too (the backend API, which MoE and the oracle property
+// test call): backends size and order w13's rows by the config or by the weights, and a gated
+// activation over w13 of I rows would read past the weights. CUDA backends refuse before any
+// CUDA call, so all run without a GPU.
+TEST_F(MoEApi, EveryBackendsPrepareRefusesThem) {
+  MoEConfig not_gated = c.config;
+  not_gated.activation = Activation::silu_no_mul;
+  for (const Backend* backend : built_backends()) {
+    const bool cuda = backend->name().starts_with("cuda");
+    const Device device{cuda ? DeviceKind::cuda : DeviceKind::cpu, 0};
+    SCOPED_TRACE(std::string(backend->name()));
+    expect_error([&] { backend->prepare(*c.experts, not_gated, device); },
+                 "activation silu_no_mul is not gated but w13 has 64 rows for I = 32");
+    expect_error([&] { backend->prepare_owned(c.experts->clone(), not_gated, device); },
+                 "activation silu_no_mul is not gated");
+  }
 }
 
 // Given the routing the CPU router computes (the test case's own comes from the float64 reference

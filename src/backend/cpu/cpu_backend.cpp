@@ -20,11 +20,13 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
                                            Device device) const override {
+    check_experts_match_config(config, experts);
     return pack(experts.w13(), experts.w2(), config, device, [] {});
   }
 
   std::unique_ptr<PreparedExperts> prepare_owned(QuantizedExperts experts, const MoEConfig& config,
                                                  Device device) const override {
+    check_experts_match_config(config, experts);
     auto [w13, w2] = std::move(experts).release();
     return pack(w13, w2, config, device, [&w13] { w13 = QuantizedWeight(); });
   }

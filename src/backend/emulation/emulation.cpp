@@ -15,10 +15,11 @@ class EmulationBackend final : public Backend {
  public:
   std::string_view name() const override { return "emulation"; }
 
-  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig&,
+  std::unique_ptr<PreparedExperts> prepare(const QuantizedExperts& experts, const MoEConfig& config,
                                            Device device) const override {
     check(device.kind == DeviceKind::cpu, "backend 'emulation' runs on the CPU, not on {}",
           to_string(device));
+    check_experts_match_config(config, experts);
     auto prepared = std::make_unique<EmulationExperts>();
     prepared->weights = dequantize(experts);
     return prepared;
