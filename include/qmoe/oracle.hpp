@@ -97,6 +97,15 @@ struct Selection {
   std::string error;  // evaluate() only: why no backend was chosen (then `backend` is empty)
 };
 
+// Whether a MoE without MoEConfig::large_batch_backend prepares the plan's large-batch step: when
+// what the step adds is at most kLargeBatchExtraRatio of the first backend's bytes (or those are
+// not known). False without a plan.
+bool prepares_large_step_unasked(const Selection& s);
+
+// One layer's weight bytes as a MoE without MoEConfig::large_batch_backend prepares them: the
+// chosen backend's, plus what the large-batch step adds where prepares_large_step_unasked.
+int64_t default_weight_bytes(const Selection& s);
+
 // `preference` is "auto" (first compatible backend in the device's priority order; emulation is
 // never picked automatically) or a backend name, which must pass every check: otherwise Error
 // naming the failed check and the backends that would work. When no backend can run the layer

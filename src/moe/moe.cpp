@@ -47,8 +47,7 @@ std::string backends_taking_batched() {
 
 bool wants_second_layout(const MoEConfig& config, const Selection& s) {
   if (config.large_batch_backend) return *config.large_batch_backend;
-  return s.weight_bytes == 0 ||
-         double(s.plan[1].weight_bytes) <= kLargeBatchExtraRatio * double(s.weight_bytes);
+  return prepares_large_step_unasked(s);
 }
 
 const Backend* resolve(const std::string& name) {

@@ -194,6 +194,16 @@ Selection select(const LayerDesc& layer, const DeviceDesc& device, std::string_v
   return select_among(descriptors_for(device.kind), layer, device, preference, build_gap);
 }
 
+bool prepares_large_step_unasked(const Selection& s) {
+  return s.plan.size() == 2 &&
+         (s.weight_bytes == 0 ||
+          double(s.plan[1].weight_bytes) <= kLargeBatchExtraRatio * double(s.weight_bytes));
+}
+
+int64_t default_weight_bytes(const Selection& s) {
+  return s.weight_bytes + (prepares_large_step_unasked(s) ? s.plan[1].weight_bytes : 0);
+}
+
 std::vector<std::string> known_backends() {
   std::vector<std::string> list;
   for (const BackendDescriptor* b : all_descriptors()) list.emplace_back(b->name);

@@ -102,6 +102,11 @@ TEST_P(ExplainCheckpoint, AnswersForAHandDescribedGpu) {
   EXPECT_EQ(j["device"]["compute_capability"], 90);
   EXPECT_EQ(g["chosen"].is_null() ? "" : g["chosen"].get<std::string>(), expected.backend);
   EXPECT_EQ(g.value("error", std::string()), expected.error);
+  // The checkpoint's two MoE layers hold twice one layer's bytes.
+  if (expected.error.empty()) {
+    EXPECT_GT(g["default_weight_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(g["default_weight_bytes_all_layers"], 2 * g["default_weight_bytes"].get<int64_t>());
+  }
 }
 
 TEST_P(ExplainCheckpoint, LayerFlagsAndADirectoryDoNotMix) {
@@ -187,6 +192,10 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
     EXPECT_EQ(j["groups"][0]["plan"][1]["shared_bytes"], 201326592 + 100663296);
     EXPECT_EQ(j["groups"][0]["plan"][1]["weight_bytes"], 6291456 + 3145728);
     EXPECT_EQ(j["groups"][0]["plan"][0]["weight_bytes"], 0);
+    // The default plan holds cuda-mma's copy and what cuda-wgmma adds to it.
+    EXPECT_EQ(j["groups"][0]["default_weight_bytes"],
+              j["groups"][0]["weight_bytes"].get<int64_t>() + 6291456 + 3145728);
+    EXPECT_NE(r.out.find("weights held by default: 321 MB per layer"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("reads cuda-mma's int4 codes (302 MB) and adds 9.44 MB of its own "
                          "(MoEConfig::large_batch_backend = false leaves it out)"),
               std::string::npos)
@@ -207,6 +216,8 @@ TEST(ExplainFlags, Sm90ShowsTheTwoKernelPlanWhenCudaWgmmaIsBuilt) {
     const nlohmann::json with_all = run_json(layer + " --zp --bias --act-order");
     ASSERT_EQ(with_all["groups"][0]["plan"].size(), 2u) << with_all.dump();
     EXPECT_EQ(with_all["groups"][0]["plan"][1]["shared_bytes"], 0);
+    // A second copy is opt-in: the default plan holds cuda-mma's alone.
+    EXPECT_EQ(with_all["groups"][0]["default_weight_bytes"], with_all["groups"][0]["weight_bytes"]);
     EXPECT_EQ(with_all["groups"][0]["plan"][1]["weight_bytes"],
               201326592 + 18874368 + 100663296 + 9437184 + 786432 + 1048576 + 1048576);
   } else {

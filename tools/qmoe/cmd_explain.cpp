@@ -154,6 +154,11 @@ std::vector<std::string> format_list(const Verdict& v) {
   return names;
 }
 
+// The MoE layers a group stands for (a layer described by flags is one).
+int64_t layer_count(const LayerGroup& g) {
+  return std::max<int64_t>(1, static_cast<int64_t>(g.layers.size()));
+}
+
 std::string format_names(const Verdict& v) {
   return fmt::format("{}", fmt::join(format_list(v), ", "));
 }
@@ -196,7 +201,7 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
                                               format_bytes(step.weight_bytes))
                                 : fmt::format("keeps its own copy of the weights, {}",
                                               format_bytes(step.weight_bytes));
-      if (double(step.weight_bytes) <= kLargeBatchExtraRatio * double(e.selection.weight_bytes))
+      if (prepares_large_step_unasked(e.selection))
         fmt::print("        {:<{}}  {} (MoEConfig::large_batch_backend = false leaves it out)\n",
                    "", width, holds);
       else
@@ -204,6 +209,14 @@ void print_table(const std::vector<Explained>& all, const DeviceDesc& device,
             "        {:<{}}  only when asked: {}, more than {:.0f}% of the first's bytes "
             "(MoEConfig::large_batch_backend = true prepares it)\n",
             "", width, holds, 100 * kLargeBatchExtraRatio);
+    }
+    if (e.selection.weight_bytes > 0) {
+      const int64_t per_layer = default_weight_bytes(e.selection);
+      fmt::print("  weights held by default: {} per layer", format_bytes(per_layer));
+      if (e.group.layers.size() > 1)
+        fmt::print(", {} for the {} layers", format_bytes(per_layer * layer_count(e.group)),
+                   layer_count(e.group));
+      fmt::print("{}\n", e.plan ? " (rank 0)" : "");
     }
     if (!e.selection.error.empty()) fmt::print("no backend chosen: {}\n", e.selection.error);
     for (size_t rank = 0; rank < e.ranks.size(); ++rank) {
@@ -271,6 +284,8 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
     if (!e.selection.error.empty()) g["error"] = e.selection.error;
     g["weight_bytes"] = e.selection.weight_bytes;
     g["padding_bytes"] = e.selection.padding_bytes;
+    g["default_weight_bytes"] = default_weight_bytes(e.selection);
+    g["default_weight_bytes_all_layers"] = default_weight_bytes(e.selection) * layer_count(e.group);
     g["backends"] = nlohmann::json::array();
     for (const Verdict& v : e.selection.verdicts) {
       g["backends"].push_back({{"name", v.backend},
