@@ -306,6 +306,18 @@ class Selection:
     @property
     def error(self) -> str: ...
 
+    @property
+    def weight_bytes(self) -> int:
+        """
+        The chosen backend's prepared copy of the layer's weights, in bytes (0 where it does not declare them)
+        """
+
+    @property
+    def default_weight_bytes(self) -> int:
+        """
+        The layer's weight bytes as a MoE prepares them by default: the chosen backend's, plus what the plan's large-batch step adds when that is prepared unasked
+        """
+
     def __repr__(self) -> str: ...
 
 def explain(scheme: QuantScheme, config: MoEConfig, device: str = 'cpu', backend: str = 'auto') -> Selection:

@@ -153,6 +153,13 @@ void bind_selection(nb::module_& m) {
               "On sm_90: the small-batch backend, then the large-batch one from its crossover "
               "(per call); empty when one backend runs every batch")
       .def_ro("error", &Selection::error)
+      .def_ro("weight_bytes", &Selection::weight_bytes,
+              "The chosen backend's prepared copy of the layer's weights, in bytes (0 where it "
+              "does not declare them)")
+      .def_prop_ro("default_weight_bytes", &default_weight_bytes,
+                   "The layer's weight bytes as a MoE prepares them by default: the chosen "
+                   "backend's, plus what the plan's large-batch step adds when that is prepared "
+                   "unasked")
       .def("__repr__", [](const Selection& s) {
         return "Selection(backend=" + (s.backend.empty() ? "None, error=" + s.error : s.backend) +
                ")";

@@ -124,8 +124,12 @@ def test_selection_and_explain(data_dir):
         # and adds only its bf16 scales (groups of 128)
         assert g128.plan[0].weight_bytes == 0 and g128.plan[1].shared_bytes == 301989888
         assert g128.plan[1].weight_bytes == 9437184
+        # by default the layer holds cuda-mma's copy and those scales
+        assert g128.weight_bytes > 301989888
+        assert g128.default_weight_bytes == g128.weight_bytes + 9437184
     else:
         assert g128.plan == [] and "not built" in wgmma.reason
+        assert g128.default_weight_bytes == g128.weight_bytes
     mxfp4 = qmoe.explain(data_dir / "gpt-oss-mxfp4-bias", device="sm_90")
     cuda_mma = [v for v in mxfp4.verdicts if v.backend == "cuda-mma"][0]
     assert cuda_mma.compatible or "not built" in cuda_mma.reason
