@@ -284,8 +284,9 @@ void print_json(const std::vector<Explained>& all, const DeviceDesc& device,
     if (!e.selection.error.empty()) g["error"] = e.selection.error;
     g["weight_bytes"] = e.selection.weight_bytes;
     g["padding_bytes"] = e.selection.padding_bytes;
-    g["default_weight_bytes"] = default_weight_bytes(e.selection);
-    g["default_weight_bytes_all_layers"] = default_weight_bytes(e.selection) * layer_count(e.group);
+    const int64_t default_bytes = default_weight_bytes(e.selection);
+    g["default_weight_bytes"] = default_bytes;
+    g["default_weight_bytes_all_layers"] = default_bytes * layer_count(e.group);
     g["backends"] = nlohmann::json::array();
     for (const Verdict& v : e.selection.verdicts) {
       g["backends"].push_back({{"name", v.backend},

@@ -1,6 +1,7 @@
 // AVX2 + FMA tile kernel: 16 rows are two ymm. Compiled with -mavx2 -mfma (CMakeLists.txt).
 #include <immintrin.h>
 
+#include "backend/cpu/avx2_e8m0.hpp"
 #include "backend/cpu/kernel_avx2_e2m1.hpp"
 #include "backend/cpu/panel_kernel.hpp"
 #include "backend/cpu/tile_kernel.hpp"
@@ -59,15 +60,7 @@ struct Simd {
     }
   }
   static Rows codes8(const uint8_t* p) { return load_u8(p); }
-  static Rows e8m0(const uint8_t* p) {
-    const __m256i floor = _mm256_set1_epi32(kE8m0ZeroBits);
-    Rows r;
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bits = _mm256_slli_epi32(widen8(p + 8 * h), kE8m0Shift);
-      r.v[h] = _mm256_castsi256_ps(_mm256_max_epi32(bits, floor));
-    }
-    return r;
-  }
+  static Rows e8m0(const uint8_t* p) { return {{e8m0_scales(p), e8m0_scales(p + 8)}}; }
   static Rows fma(Rows w, float x, Rows acc) {
     const __m256 b = _mm256_set1_ps(x);
     return {{_mm256_fmadd_ps(w.v[0], b, acc.v[0]), _mm256_fmadd_ps(w.v[1], b, acc.v[1])}};

@@ -22,6 +22,7 @@
 
 #include <immintrin.h>
 
+#include "backend/cpu/avx2_e8m0.hpp"
 #include "backend/cpu/panel_kernel.hpp"
 
 namespace qmoe::cpu {
@@ -62,13 +63,6 @@ inline void rows_in_order(const __m256 (&sum)[4], __m256 (&rows)[2]) {
     rows[h] =
         _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
   }
-}
-
-// 16 e8m0 bytes -> their scales 2^(e - 127) (panel_kernel.hpp: kE8m0Shift, kE8m0ZeroBits).
-inline __m256 e8m0_scales(const uint8_t* p) {
-  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(
-      _mm256_max_epi32(_mm256_slli_epi32(e, kE8m0Shift), _mm256_set1_epi32(kE8m0ZeroBits)));
 }
 
 // sum[t] += the 16 rows of `index`'s codes (two k-pairs, to_f32) x token t's activations at k
