@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 
 namespace qmoe {
 
@@ -218,6 +219,16 @@ Reason check_limits(const BackendDescriptor& b, const LayerDesc& l, const Device
                        b.max_experts);
   if (b.max_top_k > 0 && l.top_k > b.max_top_k)
     return fmt::format("top-k {} exceeds its limit of {}", l.top_k, b.max_top_k);
+  if (b.max_gemm_weights > 0) {
+    for (auto [what, N, K] :
+         {std::tuple{"w13", l.w13_rows(), l.hidden}, std::tuple{"w2", l.hidden, l.intermediate}}) {
+      if (N * K > b.max_gemm_weights)
+        return fmt::format(
+            "{} is [N={}, K={}]: {} weights per expert exceed its limit of {}; shard the layer "
+            "with TP",
+            what, N, K, N * K, b.max_gemm_weights);
+    }
+  }
   return std::nullopt;
 }
 

@@ -70,6 +70,7 @@ struct BackendDescriptor {
   int64_t k_multiple = 1;
   bool group_multiple_of_k_tile = false;  // a quantization group must cover whole K tiles
   int64_t max_experts = 0;                // 0 = no limit
+  int64_t max_gemm_weights = 0;           // N x K of one expert's GEMM; 0 = no limit
   int max_top_k = 0;                      // 0 = no limit
 
   // A large-batch partner: "auto" keeps the backend it chose and adds this one, when compatible,

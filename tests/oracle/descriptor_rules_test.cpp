@@ -163,6 +163,7 @@ INSTANTIATE_TEST_SUITE_P(CudaMma, DescriptorRule, testing::Values(
     Rule{"dtype_not_known_yet", cuda_mma_rules, "h100", [] { LayerDesc l = base(); l.activation_dtype.reset(); return l; }, kPass},
     Rule{"bias", cuda_mma_rules, "h100", biased, kPass},
     Rule{"router_weight_on_input", cuda_mma_rules, "h100", router_on_input, kPass},
+    Rule{"expert_gemm_beyond_32_bit_offsets", cuda_mma_rules, "h100", [] { return shape(32768, 32768); }, kPass},
     Rule{"odd_shapes_are_padded", cuda_mma_rules, "h100", [] { return with_scheme(shape(2000, 200), int_scheme(4, kChannelwise)); }, kPass}));
 
 INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
@@ -184,6 +185,8 @@ INSTANTIATE_TEST_SUITE_P(CudaWgmma, DescriptorRule, testing::Values(
     Rule{"router_weight_on_input", cuda_wgmma_rules, "h100", router_on_input, kPass},
     Rule{"f32", cuda_wgmma_rules, "h100", [] { return dtype(DType::f32); }, "f32 activations"},
     Rule{"w13_rows_off_tile", cuda_wgmma_rules, "h100", [] { return with_scheme(shape(2048, 804), int_scheme(4, kChannelwise)); }, "w13 is [N=1608, K=2048]: N must be a multiple of 16"},
+    Rule{"expert_gemm_at_32_bit_offsets", cuda_wgmma_rules, "h100", [] { return shape(32768, 32640); }, kPass},
+    Rule{"expert_gemm_beyond_32_bit_offsets", cuda_wgmma_rules, "h100", [] { return shape(32768, 32768); }, "w13 is [N=65536, K=32768]: 2147483648 weights per expert exceed its limit of 2147483647"},
     Rule{"k_off_tile", cuda_wgmma_rules, "h100", [] { return with_scheme(shape(2048, 800), int_scheme(4, kChannelwise)); }, "w2 is [N=2048, K=800]: K must be a multiple of 64"}));
 // clang-format on
 

@@ -10,6 +10,7 @@
 // channels and the whole K (no K-split shards), which cuda-mma runs instead. Owner: edit these
 // numbers with the kernel.
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda_wgmma/mxfp4_window_limit.hpp"
 #include "backend/cuda_wgmma/token_tiles.hpp"
@@ -129,6 +130,9 @@ const BackendDescriptor& cuda_wgmma_descriptor() {
     // What the shared GPU routing and alignment take.
     b.max_experts = std::min(kMaxRoutingExperts, kMaxAlignExperts);
     b.max_top_k = kMaxRoutingTopK;
+    // CUTLASS addresses one expert's codes through a cute layout of int strides: its element
+    // offsets (nibbles for int4) must stay below 2^31.
+    b.max_gemm_weights = INT32_MAX;
     b.n_multiple = 16;
     b.k_multiple = 64;
     b.group_multiple_of_k_tile = true;
