@@ -106,7 +106,7 @@ reduced+=':CudaCombine.RowsInSortedOrder*:CudaGraphCapture.*'
 # K), int4 and int8, zero points, the fused gated and per-warp epilogues, two streams at once,
 # two strips per warp (back to back at 8-row tiles, side by side at shared tiles, and there the
 # loops for tiles whose last fragments are empty), the last round split along K across CTAs, and
-# MXFP4 (e2m1 codes) on the 8-, 16- and pair-tile paths.
+# MXFP4 (e2m1 codes) on the 8-, 16- and pair-tile paths, and GEMM1's fused decode alignment.
 mma='Schemes/CudaMmaMatchesReference.WithinDtypeBound/int4_g128_m1_e8_top2'
 for name in int4_g128_m36_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   int4_g128_asym_m1_e4_top4_long_k \
@@ -122,7 +122,7 @@ for name in int4_g128_m36_e8_top2_tile16 int4_g128_m128_e8_top2_tile48 \
   mma+=":Schemes/CudaMmaMatchesReference.WithinDtypeBound/$name"
 done
 mma+=':CudaMma.ConcurrentForwardsOnTwoStreams:CudaMma.BackToBack*:*/StripRuns.*:*/TailSplit.*'
-mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments'
+mma+=':StripRuns.PairTilesWithEveryCountOfLiveFragments:FusedAlignment.*'
 # cuda-wgmma: int4 and int8, zero points (two group chunks, the last partial), bias, f16, experts
 # without rows, N not whole tiles, whole tiles plus a remainder tile, act-order (rows gathered
 # through the channel order), MXFP4 re-coded as e4m3 (bf16 and f16).

@@ -3,9 +3,8 @@
 
 #include "cuda/align.hpp"
 #include "cuda/align_tiling.hpp"
+#include "cuda/align_warp.cuh"
 #include "cuda/dependent_launch.cuh"
-#include "cuda/routing_fault.cuh"
-#include "qmoe/shard.hpp"
 
 namespace qmoe {
 
@@ -15,24 +14,10 @@ using align_tiling::kPairsPerBlock;
 using align_tiling::kPairsPerWarp;
 using align_tiling::kThreads;
 using align_tiling::kWarps;
+using cuda::local_expert;
 static_assert(kThreads >= kMaxAlignExperts, "the scan gives every local expert one thread");
 
 constexpr int kSteps = kPairsPerWarp / 32;  // pairs per lane
-
-// fault: where an id outside 0..E-1 is reported (nullptr: not reported), routing_fault.cuh.
-// kNotHere (-1) marks a slot whose expert lives on another rank: dropped, not a fault.
-__device__ __forceinline__ int local_expert(const int32_t* topk_ids, int64_t i, int num_experts,
-                                            const int32_t* expert_map, int num_local,
-                                            unsigned long long* fault) {
-  const int e = topk_ids[i];
-  if (e == kExpertNotHere) return -1;
-  if (e < 0 || e >= num_experts) {
-    cuda::report_routing_fault(fault, RoutingFault::expert_id, i, static_cast<uint32_t>(e));
-    return -1;
-  }
-  const int local = expert_map ? expert_map[e] : e;
-  return local < num_local ? local : -1;
-}
 
 // The local expert of each pair of this lane in its warp's run (-1: dropped or past the end),
 // all loaded before any is used so the loads overlap.

@@ -57,6 +57,33 @@ TEST(CudaMmaLaunch, RefusesPlansTheKernelCannotRun) {
             cudaErrorInvalidValue);
 }
 
+// A fused alignment lives in the shared memory of the kRunTileRows-row instances, sized for
+// kFusedAlignPairs pairs; any other launch of one would read an alignment nobody wrote.
+TEST(CudaMmaLaunch, RefusesAFusedAlignmentItsSharedMemoryCannotHold) {
+  int32_t word = 0;  // never read: every launch below is refused first
+  GemmProblem problem;
+  problem.w.element = WeightElement::int4;
+  problem.num_pairs = kFusedAlignPairs;
+  problem.fused_align.topk_ids = &word;
+  problem.fused_align.num_experts = 4;
+  problem.fused_align.out.sorted_pair_ids = problem.fused_align.out.tile_experts =
+      problem.fused_align.out.padded_total = &word;
+  const GemmPlan decode{.tile_rows = kRunTileRows, .strips_per_cta = 8, .warps_k = 1, .grid = 1};
+  EXPECT_EQ(
+      launch_expert_gemm(problem, {.tile_rows = 16, .strips_per_cta = 8, .warps_k = 1, .grid = 1},
+                         DType::bf16, nullptr),
+      cudaErrorInvalidValue);
+  GemmProblem more = problem;
+  more.num_pairs = kFusedAlignPairs + 1;
+  EXPECT_EQ(launch_expert_gemm(more, decode, DType::bf16, nullptr), cudaErrorInvalidValue);
+  GemmProblem no_experts = problem;
+  no_experts.fused_align.num_experts = 0;
+  EXPECT_EQ(launch_expert_gemm(no_experts, decode, DType::bf16, nullptr), cudaErrorInvalidValue);
+  GemmProblem nowhere = problem;
+  nowhere.fused_align.out.padded_total = nullptr;
+  EXPECT_EQ(launch_expert_gemm(nowhere, decode, DType::bf16, nullptr), cudaErrorInvalidValue);
+}
+
 // A plan's strip run holds only where the staged loop can run the problem: the plan sees the
 // weights, the launch also the activation rows, which must be 16-byte aligned.
 TEST(CudaMmaLaunch, StripRunsFallBackWhereTheStagedLoopCannotRun) {

@@ -13,6 +13,10 @@ namespace qmoe::cuda_common {
 // topk_ids: i32 [pairs] on the device, global expert ids of E. The workspace holds the alignment
 // of `pairs` at `tile_rows` (routing_sizes). Ids outside 0..E-1 are dropped and reported into
 // `fault` (the layer's RoutingReport::device_word()).
+// Where the workspace holds an alignment (as align_in_workspace fills it), for a kernel that
+// aligns the pairs itself (cuda-mma's FusedAlignment).
+AlignOutputs workspace_alignment(const Workspace& ws, unsigned long long* fault);
+
 AlignOutputs align_in_workspace(const Workspace& ws, const int32_t* topk_ids, int64_t pairs,
                                 int64_t E, int tile_rows, unsigned long long* fault,
                                 cudaStream_t stream);

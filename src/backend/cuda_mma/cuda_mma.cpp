@@ -178,15 +178,20 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     const DType dtype = batch.hidden.dtype();
     const int64_t M = batch.hidden.dim(0), k = p.top_k, pairs = M * k;
     const int tile_rows = tile_rows_for(p, M, dtype);
+    const auto* ids = batch.topk_ids.data_as<const int32_t>();
+    unsigned long long* fault = p.routing_report.device_word();
+    // A decode batch's few pairs are aligned by GEMM1 itself (cuda_mma::FusedAlignment).
+    const bool fuse_align =
+        pairs <= cuda_mma::kFusedAlignPairs && tile_rows == cuda_mma::kRunTileRows;
     const AlignOutputs aligned =
-        cuda_common::align_in_workspace(ws, batch.topk_ids.data_as<const int32_t>(), pairs, p.E,
-                                        tile_rows, p.routing_report.device_word(), stream);
+        fuse_align ? cuda_common::workspace_alignment(ws, fault)
+                   : cuda_common::align_in_workspace(ws, ids, pairs, p.E, tile_rows, fault, stream);
     const float* weights = batch.topk_weights.data_as<const float>();
     const bool on_input = config.apply_router_weight_on_input;
-    run_gemms(
-        p, ws, config,
-        {batch.hidden.data(), p.top_k, on_input ? weights : nullptr, aligned, tile_rows, pairs, M},
-        dtype, stream);
+    run_gemms(p, ws, config,
+              {batch.hidden.data(), p.top_k, on_input ? weights : nullptr, aligned,
+               fuse_align ? ids : nullptr, tile_rows, pairs, M},
+              dtype, stream);
     QMOE_CUDA_CHECK(combine_topk_cuda(dtype, ws.gemm2_out.data(), p.H, aligned.pair_rows,
                                       on_input ? nullptr : weights, M, k, p.H, batch.out.data(),
                                       p.H, stream));
@@ -209,7 +214,8 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
     const auto* counts = batch.counts.data_as<const int32_t>();
     QMOE_CUDA_CHECK(
         cuda_common::align_batched_cuda(counts, p.E, T_max, tile_rows, aligned, stream));
-    run_gemms(p, ws, config, {batch.x.data(), 1, nullptr, aligned, tile_rows, rows, tokens}, dtype,
+    run_gemms(p, ws, config,
+              {batch.x.data(), 1, nullptr, aligned, nullptr, tile_rows, rows, tokens}, dtype,
               stream);
     QMOE_CUDA_CHECK(cuda_common::scatter_batched_rows_cuda(ws.gemm2_out.data(), counts,
                                                            aligned.expert_offsets, p.E, T_max, p.H,
@@ -218,12 +224,14 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
 
   // What the two GEMMs read: GEMM1's input rows (row pair / top_k of `a` for each sorted pair),
   // the router weights folded into GEMM1 (nullptr: none), the alignment and its tile, and the
-  // routed batch (tokens at the layer's top-k) the plans are made for.
+  // routed batch (tokens at the layer's top-k) the plans are made for. fused_topk_ids: GEMM1
+  // aligns these pairs into `aligned` itself (nullptr: aligned already).
   struct GemmRows {
     const void* a;
     int top_k;
     const float* input_weights;
     AlignOutputs aligned;
+    const int32_t* fused_topk_ids;
     int tile_rows;
     int64_t pairs;
     int64_t plan_tokens;
@@ -257,12 +265,14 @@ class CudaMmaBackend final : public CudaBackend<CudaMmaExperts> {
       g1.tail_flags = ws.tail_flags.as<int32_t>();
       g1.tail_slots = cuda_mma::kMaxTailSlots;
     }
+    if (rows.fused_topk_ids) g1.fused_align = {rows.fused_topk_ids, int(p.E), rows.aligned};
     g1.next_kernel_starts_early = false;
     const GemmPlan plan1 = cuda_mma::plan_gemm(g1.w, rows.tile_rows, rows.plan_tokens, p.top_k, p.E,
                                                sizes.max_tiles, dtype);
     QMOE_CUDA_CHECK(cuda_mma::launch_expert_gemm(g1, plan1, dtype, stream));
 
     GemmProblem g2 = g1;
+    g2.fused_align = {};  // GEMM2 reads what GEMM1 wrote
     g2.w = p.w2.view;
     g2.a = ws.activated.data();
     g2.a_stride = p.I;

@@ -33,10 +33,11 @@ struct FinishedSums {
 };
 
 // acc_run[j]: the sums of strip strip + j (a strip past the last is finished too, never stored);
-// tile_row: the tile's first sorted row.
-template <int kRun, int kFrags>
+// tile_row: the tile's first sorted row; pair_of(row): its pair, from the problem's alignment or
+// the fused one (expert_gemm_kernel.cuh).
+template <int kRun, int kFrags, class PairOf>
 __device__ __forceinline__ FinishedSums<kRun, kFrags> finish_sums(
-    const GemmProblem& p, int e, int64_t strip, int tile_row, int lane,
+    const GemmProblem& p, const PairOf& pair_of, int e, int64_t strip, int tile_row, int lane,
     const float (&acc_run)[kRun][kFrags][4]) {
   const PackedWeightView& w = p.w;
   const int g = lane / 4, row0 = tile_row + 2 * (lane % 4);
@@ -46,7 +47,7 @@ __device__ __forceinline__ FinishedSums<kRun, kFrags> finish_sums(
   for (int f = 0; f < kFrags; ++f)
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
-      const int32_t pair = p.sorted_pair_ids[row0 + 8 * f + jj];
+      const int32_t pair = pair_of(row0 + 8 * f + jj);
       const bool here = pair < p.num_pairs;
       s.live |= uint32_t(here) << (2 * f + jj);
       weight[f][jj] = p.topk_weights && here ? p.topk_weights[pair] : 1.f;
@@ -120,11 +121,11 @@ __device__ __forceinline__ void store_finished(const GemmProblem& p, int64_t str
   }
 }
 
-template <class T, int kRun, int kFrags>
-__device__ __forceinline__ void store_own_sums(const GemmProblem& p, int e, int64_t strip,
-                                               int run_strips, int tile_row, int lane,
-                                               const float (&acc_run)[kRun][kFrags][4]) {
-  const FinishedSums<kRun, kFrags> s = finish_sums(p, e, strip, tile_row, lane, acc_run);
+template <class T, int kRun, int kFrags, class PairOf>
+__device__ __forceinline__ void store_own_sums(const GemmProblem& p, const PairOf& pair_of, int e,
+                                               int64_t strip, int run_strips, int tile_row,
+                                               int lane, const float (&acc_run)[kRun][kFrags][4]) {
+  const FinishedSums<kRun, kFrags> s = finish_sums(p, pair_of, e, strip, tile_row, lane, acc_run);
   with_output_activation(p, [&]<Activation A, bool kFuse>() {
     store_finished<T, A, kFuse>(p, strip, run_strips, tile_row, lane, s);
   });

@@ -24,6 +24,18 @@ struct Variant {
   friend bool operator==(const Variant&, const Variant&) = default;
 };
 
+// A decode batch's alignment made by GEMM1 itself: at most kFusedAlignPairs pairs at
+// kRunTileRows-row tiles, every CTA aligns topk_ids in its prologue (one warp,
+// cuda/align_warp.cuh) into its own shared memory, and CTA 0 also writes the alignment GEMM2 and
+// the combine read (out: sorted_pair_ids, tile_experts, padded_total, pair_rows; fault). A launch
+// of its own for it took 2.4-5 us of a 20-80 us decode forward, on its critical path.
+inline constexpr int kFusedAlignPairs = 32;
+struct FusedAlignment {
+  const int32_t* topk_ids = nullptr;  // nullptr: an earlier kernel aligned the pairs
+  int num_experts = 0;                // ids outside 0..num_experts-1 are dropped and reported
+  AlignOutputs out;
+};
+
 struct GemmProblem {
   PackedWeightView w;
   // Activation row of sorted row r: a + row * a_stride (elements) with row = pair / top_k when
@@ -37,6 +49,7 @@ struct GemmProblem {
   const int32_t* sorted_pair_ids = nullptr;
   const int32_t* tile_experts = nullptr;
   const int32_t* padded_total = nullptr;
+  FusedAlignment fused_align;  // instead of the three above (see there)
   int64_t num_pairs = 0;
   int64_t max_tiles = 0;  // upper bound of padded_total / tile_rows (align_sizes)
   // Optional: multiply each row's product by its router weight before the bias (the

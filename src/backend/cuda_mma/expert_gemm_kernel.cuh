@@ -26,6 +26,7 @@
 #include "backend/cuda_mma/k_loop_general.cuh"
 #include "backend/cuda_mma/k_loop_staged.cuh"
 #include "backend/cuda_mma/tail_split.cuh"
+#include "cuda/align_warp.cuh"
 #include "cuda/dependent_launch.cuh"
 
 namespace qmoe::cuda_mma {
@@ -81,10 +82,52 @@ template <int BM, int kRun>
 inline constexpr int kCodeStrips = kRun > 1 && kMayShare<BM> ? 2 : 1;
 
 template <WeightElement kElem, int BM, int kRun>
-constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
+__host__ __device__ constexpr size_t ring_bytes(bool share_activations) {
   using Rings = CtaRings<kElem, BM, kCodeStrips<BM, kRun>>;
   if (kMayShare<BM> && share_activations) return Rings::bytes(true);
-  return std::max(Rings::bytes(false), size_t(kWarps) * BM * kRedStride * sizeof(float));
+  const size_t red = size_t(kWarps) * BM * kRedStride * sizeof(float);
+  return Rings::bytes(false) > red ? Rings::bytes(false) : red;
+}
+
+// A fused alignment (FusedAlignment) lies after the rings of the kRunTileRows-row instances: the
+// sorted rows of at most kFusedAlignPairs pairs (each expert's run padded by at most
+// kRunTileRows - 1 rows), each tile's expert, then the padded total. 1.2 KB: three CTAs per SM
+// still fit (3 x 73 KB).
+inline constexpr int kFusedAlignRows = kFusedAlignPairs * kRunTileRows;
+inline constexpr int kFusedAlignTiles = kFusedAlignPairs;
+inline constexpr size_t kFusedAlignBytes =
+    sizeof(int32_t) * (kFusedAlignRows + kFusedAlignTiles + 1);
+
+template <WeightElement kElem, int BM, int kRun>
+constexpr size_t expert_gemm_shared_bytes(bool share_activations) {
+  return ring_bytes<kElem, BM, kRun>(share_activations) +
+         (BM == kRunTileRows ? kFusedAlignBytes : 0);
+}
+
+// FusedAlignment, in every CTA: warp 0 aligns the pairs into align_sh (kFusedAlignBytes), and in
+// CTA 0 also copies the alignment out for GEMM2 and the combine (rows and tiles up to the padded
+// total: all they read). Returns the padded total to every thread.
+__device__ __forceinline__ int align_in_prologue(const GemmProblem& p, int32_t* align_sh) {
+  const FusedAlignment& f = p.fused_align;
+  int32_t* rows_sh = align_sh;
+  int32_t* tiles_sh = align_sh + kFusedAlignRows;
+  int32_t* total_sh = tiles_sh + kFusedAlignTiles;
+  if (threadIdx.x < 32) {
+    const int lane = int(threadIdx.x);
+    const bool first = blockIdx.x == 0;
+    const int total = cuda::align_pairs_in_warp(
+        f.topk_ids, int(p.num_pairs), f.num_experts, nullptr, f.num_experts, kRunTileRows,
+        first ? f.out.fault : nullptr, rows_sh, tiles_sh, first ? f.out.pair_rows : nullptr);
+    if (lane == 0) *total_sh = total;
+    if (first) {
+      __syncwarp();  // every lane's rows and tiles are written
+      for (int r = lane; r < total; r += 32) f.out.sorted_pair_ids[r] = rows_sh[r];
+      for (int t = lane; t < total / kRunTileRows; t += 32) f.out.tile_experts[t] = tiles_sh[t];
+      if (lane == 0) *f.out.padded_total = total;
+    }
+  }
+  __syncthreads();
+  return *total_sh;
 }
 
 // CTAs per SM the registers are budgeted for (at most 65536 / (256 x CTAs) registers a thread):
@@ -138,7 +181,15 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
   // Everything global comes from the kernels before this one (alignment, GEMM1's output).
   cuda::wait_for_prior_grids();
   if (p.next_kernel_starts_early) cuda::release_dependent_grids();
-  const int tiles = *p.padded_total / BM;
+  // The alignment: the problem's, or the fused one in shared memory. Read through a branch on
+  // the (constant) parameter at each use rather than through a pointer picked once: two 64-bit
+  // pointers live across the item loop made the 8-row instance (80 registers) spill more.
+  const bool fused = BM == kRunTileRows && p.fused_align.topk_ids;
+  int32_t* align_sh = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(shared_sh) +
+                                                 ring_bytes<kElem, BM, kRun>(false));
+  const int padded_total = fused ? align_in_prologue(p, align_sh) : *p.padded_total;
+  auto pair_of = [&](int r) { return fused ? align_sh[r] : p.sorted_pair_ids[r]; };
+  const int tiles = padded_total / BM;
   const int items = tiles * n_tiles;
   const bool vector_ok =
       (w.K % 8 == 0) && (p.a_stride % 8 == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0);
@@ -168,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
     const WorkUnit unit = work_unit(split, u);
     const int item = unit.item;
     const int tile = item % tiles, n_tile = item / tiles;
-    const int e = p.tile_experts[tile];
+    const int e = fused ? align_sh[kFusedAlignRows + tile] : p.tile_experts[tile];
     // A run's first strip when kRun > 1 (warps_k is 1 then).
     const int64_t strip = (int64_t(n_tile) * strips_per_cta + warp / warps_k) * kRun;
     const int kw = warp % warps_k;
@@ -178,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
       const int r = tile * BM + 8 * f + g;
-      const int32_t pair = p.sorted_pair_ids[r];
+      const int32_t pair = pair_of(r);
       const int64_t src = p.a_rows_are_tokens ? pair / p.top_k : r;
       rows[f] = pair < p.num_pairs ? a_gl + src * p.a_stride : nullptr;
     }
@@ -266,7 +317,8 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
       // the K-split sums is skipped.
       if (e < 0 || strip >= w.strips) continue;
       // The run's strips (one without runs), strip j's sums in acc_run[j].
-      store_own_sums<T>(p, e, strip, kRun == 2 ? 1 + second_strip : 1, tile * BM, lane, acc_run);
+      store_own_sums<T>(p, pair_of, e, strip, kRun == 2 ? 1 + second_strip : 1, tile * BM, lane,
+                        acc_run);
       continue;
     }
     __syncthreads();  // every warp's K loop is done: its ring may now hold red_sh
@@ -300,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
         const int n_local = (o_local / 8) * kStripRows + o_local % 8;
         const int64_t o = int64_t(n_tile) * outputs + o_local;
         const int r = tile * BM + tok;
-        const int32_t pair = p.sorted_pair_ids[r];
+        const int32_t pair = pair_of(r);
         if (o >= p.act_cols || pair >= p.num_pairs || e < 0) continue;
         const float gate = finished(n_local, tok, pair), up = finished(n_local + 8, tok, pair);
         out[int64_t(r) * p.out_stride + o] =
@@ -311,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, resident_ctas_target<kElem, BM>())
         const int n_local = i & (tile_n - 1), tok = i >> tile_n_log2;
         const int64_t n = int64_t(n_tile) * tile_n + n_local;
         const int r = tile * BM + tok;
-        const int32_t pair = p.sorted_pair_ids[r];
+        const int32_t pair = pair_of(r);
         if (n >= w.N || pair >= p.num_pairs || e < 0) continue;
         float v = finished(n_local, tok, pair);
         if (p.fuse_activation) v = apply_single(p.activation, v);
@@ -372,6 +424,13 @@ cudaError_t launch_instance(const GemmProblem& p, const GemmPlan& plan, cudaStre
   if (plan.strips_per_cta * plan.warps_k != kWarps || (plan.share_activations && plan.warps_k != 1))
     return cudaErrorInvalidValue;
   if (plan.tail_parts < 1 || plan.tail_parts > kMaxTailParts) return cudaErrorInvalidValue;
+  // A fused alignment's shared memory holds kFusedAlignPairs pairs at kRunTileRows-row tiles;
+  // other instances would read an alignment nobody wrote.
+  const FusedAlignment& fused = p.fused_align;
+  if (fused.topk_ids &&
+      (plan.tile_rows != kRunTileRows || p.num_pairs > kFusedAlignPairs || fused.num_experts < 1 ||
+       !fused.out.sorted_pair_ids || !fused.out.tile_experts || !fused.out.padded_total))
+    return cudaErrorInvalidValue;
   const bool run_tile = plan.tile_rows == kRunTileRows;
   const bool pair_tile = plan.share_activations && plan.tile_rows >= kMinSharedTileRows;
   if (plan.strip_run != 1 && (plan.strip_run != 2 || plan.warps_k != 1 || !(run_tile || pair_tile)))
