@@ -14,6 +14,7 @@ using align_tiling::kPairsPerBlock;
 using align_tiling::kPairsPerWarp;
 using align_tiling::kThreads;
 using align_tiling::kWarps;
+using cuda::kWarpAlignPairs;
 using cuda::local_expert;
 static_assert(kThreads >= kMaxAlignExperts, "the scan gives every local expert one thread");
 
@@ -183,7 +184,7 @@ __device__ int write_layout(int count, int num_local, int tile_rows, int32_t sen
   return begin;
 }
 
-// kWarpPairs + 1 to kPairsPerBlock pairs: count, layout and placement in one launch.
+// kWarpAlignPairs + 1 to kPairsPerBlock pairs: count, layout and placement in one launch.
 __global__ void __launch_bounds__(kThreads)
     align_one_block_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                            const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
@@ -209,8 +210,7 @@ __global__ void __launch_bounds__(kThreads)
 // At most one warp's worth of pairs (decode): one warp, one pair per lane, no barrier. The block
 // kernel above took 3-5 us for 2-8 pairs: 16 warps through five barriers, and 608 instructions
 // over 90 lines of code, fetched again every forward (bench/NOTES.md, session 11 run 2).
-constexpr int kWarpPairs = 32;
-__global__ void __launch_bounds__(kWarpPairs)
+__global__ void __launch_bounds__(kWarpAlignPairs)
     align_one_warp_kernel(const int32_t* __restrict__ topk_ids, int64_t num_pairs, int num_experts,
                           const int32_t* __restrict__ expert_map, int num_local, int tile_rows,
                           int64_t max_padded_rows, int64_t max_tiles, AlignOutputs out) {
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(kWarpPairs)
   // Every local expert's padded rows and presence (rows in the high bits, as write_layout does),
   // scanned in order: lane l owns experts [l x per_lane, (l + 1) x per_lane).
   __shared__ long long both_sh[kMaxAlignExperts];
-  __shared__ int count_sh[kMaxAlignExperts], expert_sh[kWarpPairs];
-  const int per_lane = (num_local + kWarpPairs - 1) / kWarpPairs;
+  __shared__ int count_sh[kMaxAlignExperts], expert_sh[kWarpAlignPairs];
+  const int per_lane = (num_local + kWarpAlignPairs - 1) / kWarpAlignPairs;
   const int x0 = min(lane * per_lane, num_local), x1 = min(x0 + per_lane, num_local);
 #pragma unroll 1
   for (int x = x0; x < x1; ++x) both_sh[x] = 0, count_sh[x] = 0;
@@ -243,11 +243,11 @@ __global__ void __launch_bounds__(kWarpPairs)
   for (int x = x0; x < x1; ++x) mine += both_sh[x];
   long long below = mine;  // inclusive scan of the lanes' sums, then exclusive
 #pragma unroll
-  for (int offset = 1; offset < kWarpPairs; offset <<= 1) {
+  for (int offset = 1; offset < kWarpAlignPairs; offset <<= 1) {
     const long long v = __shfl_up_sync(0xffffffffu, below, offset);
     if (lane >= offset) below += v;
   }
-  const long long both_total = __shfl_sync(0xffffffffu, below, kWarpPairs - 1);
+  const long long both_total = __shfl_sync(0xffffffffu, below, kWarpAlignPairs - 1);
   below -= mine;
 #pragma unroll 1
   for (int x = x0; x < x1; ++x) {
@@ -277,11 +277,11 @@ __global__ void __launch_bounds__(kWarpPairs)
   if (leader) write_expert_run(e, begin, count, padded, tile_rows, sentinel, out);
   if (out.active_experts) {
 #pragma unroll 1
-    for (int x = lane; x < num_local; x += kWarpPairs)
+    for (int x = lane; x < num_local; x += kWarpAlignPairs)
       out.active_experts[x] = x < active ? expert_sh[x] : -1;
   }
   write_totals_and_past_end(total, active, num_local, tile_rows, sentinel, max_padded_rows,
-                            max_tiles, lane, kWarpPairs, out);
+                            max_tiles, lane, kWarpAlignPairs, out);
 }
 
 // Many blocks, step 1: per-block counts -> block_counts[block][E_local].
@@ -374,11 +374,11 @@ cudaError_t align_by_expert_cuda(const int32_t* topk_ids, int64_t num_pairs, int
   const int64_t max_tiles = max_padded_rows / tile_rows;
   const auto sentinel = static_cast<int32_t>(num_pairs);
   if (blocks <= 1) {
-    const bool one_warp = num_pairs <= kWarpPairs;
+    const bool one_warp = num_pairs <= kWarpAlignPairs;
     return cuda::launch_dependent(one_warp ? align_one_warp_kernel : align_one_block_kernel, 1,
-                                  one_warp ? kWarpPairs : kThreads, 0, stream, topk_ids, num_pairs,
-                                  ids_range, expert_map, num_local, tile_rows, max_padded_rows,
-                                  max_tiles, out);
+                                  one_warp ? kWarpAlignPairs : kThreads, 0, stream, topk_ids,
+                                  num_pairs, ids_range, expert_map, num_local, tile_rows,
+                                  max_padded_rows, max_tiles, out);
   }
   if (const cudaError_t err =
           cuda::launch_dependent(count_kernel, blocks, kThreads, 0, stream, topk_ids, num_pairs,

@@ -93,6 +93,7 @@ __host__ __device__ constexpr size_t ring_bytes(bool share_activations) {
 // sorted rows of at most kFusedAlignPairs pairs (each expert's run padded by at most
 // kRunTileRows - 1 rows), each tile's expert, then the padded total. 1.2 KB: three CTAs per SM
 // still fit (3 x 73 KB).
+static_assert(kFusedAlignPairs <= cuda::kWarpAlignPairs, "one warp aligns the pairs");
 inline constexpr int kFusedAlignRows = kFusedAlignPairs * kRunTileRows;
 inline constexpr int kFusedAlignTiles = kFusedAlignPairs;
 inline constexpr size_t kFusedAlignBytes =
