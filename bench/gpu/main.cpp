@@ -50,6 +50,8 @@ struct Options {
   std::string json_path;
   double budget_ms = 250;
   int64_t check_tokens = 32;
+  // MoEConfig::large_batch_backend: "auto" (the library's default), "on" or "off".
+  std::string large_batch_layer = "auto";
 };
 
 // A forward of one backend on one routing set into out (bf16 [M, H]), enqueue only.
@@ -240,7 +242,8 @@ int run(const Options& o) {
     // Backends other than the baseline run the real MoE on the same weights, on the device.
     std::vector<std::pair<std::string, std::unique_ptr<MoE>>> layers;
     std::vector<std::pair<std::string, std::string>> layer_errors;
-    const MoEConfig config = moe_config(s);
+    MoEConfig config = moe_config(s);
+    if (o.large_batch_layer != "auto") config.large_batch_backend = o.large_batch_layer == "on";
     std::optional<QuantizedExperts> canonical;
     for (const std::string& name : o.backends) {
       if (name == kBaseline) continue;
@@ -351,6 +354,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "write JSON lines here (default: after the table)");
   app.add_option("--budget-ms", o.budget_ms, "time spent sampling each row")->capture_default_str();
   app.add_option("--check-tokens", o.check_tokens, "tokens checked against the fp32 reference")
+      ->capture_default_str();
+  app.add_option("--large-batch-layer", o.large_batch_layer,
+                 "whether each layer also prepares the large-batch backend of its plan")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
