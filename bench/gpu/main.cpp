@@ -221,11 +221,13 @@ int run(const Options& o) {
                         {"cuda_driver", driver},
                         {"date", date},
                         {"scheme", scheme.name},
+                        {"large_batch_layer", o.large_batch_layer},
                         {"copy_GBps", ceilings.copy_bytes_per_s / 1e9},
                         {"bf16_TFLOPs", ceilings.bf16_flops_per_s / 1e12}}
              .dump());
-  fmt::print("device {} (sm {}.{}, {} SMs), driver {}, {}, weights {}\n", device.name,
-             device.sm_major, device.sm_minor, device.sm_count, driver, date, scheme.name);
+  fmt::print("device {} (sm {}.{}, {} SMs), driver {}, {}, weights {}, large-batch layer {}\n",
+             device.name, device.sm_major, device.sm_minor, device.sm_count, driver, date,
+             scheme.name, o.large_batch_layer);
   fmt::print(
       "ceilings: copy {:.0f} GB/s (SM kernel, read + write), bf16 matmul {:.0f} TFLOP/s "
       "(cuBLAS 8192^3)\n\n",
